@@ -25,7 +25,7 @@ from pathlib import Path
 
 from snippets import _registry, _results
 from snippets._runtime import (OneLineParser, UsageError, add_run_arguments, choose_backend, describe_device,
-                               gpu_count, guarded, run, under_torchrun)
+                               gpu_count, guarded, run, snippet_options, under_torchrun)
 
 DEFAULT_RESULTS = _registry.REPO_DIR / "results"
 
@@ -60,7 +60,8 @@ def cmd_run(opts) -> int:
     backend = choose_backend(opts.backend, n)  # checked even for a single-process snippet
     if opts.out:
         _check_writable(Path(opts.out).parent)
-    result = run(entry.module.main, spec, n, backend, opts.timeout)
+    options = snippet_options(entry.module, opts.rest, f"python -m snippets run {entry.name}")
+    result = run(entry.module.main, spec, n, backend, opts.timeout, options)
     if opts.out and int(os.environ.get("RANK", "0")) == 0:
         distributed = spec.world_size > 1 or n > 1 or under_torchrun()
         shown = backend if distributed else "none"
@@ -173,7 +174,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("name")
     p.add_argument("args", nargs="...", help="the benchmark's own options")
     p.set_defaults(fn=cmd_bench)
-    opts = parser.parse_args(argv)
+    opts, rest = parser.parse_known_args(argv)
+    if rest and opts.command != "run":
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
+    opts.rest = rest  # a snippet's own options, parsed once its name is known
     return guarded(lambda: opts.fn(opts))
 
 

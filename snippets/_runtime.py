@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import multiprocessing as mp
 import os
 import platform
@@ -237,9 +238,11 @@ def launch(fn: Callable, world_size: int = 2, backend: str = "auto",
 # --8<-- [end:launch]
 
 
-def run(main: Callable[[], Any], spec: Spec, world_size: int | None = None,
-        backend: str = "auto", timeout_s: float | None = None) -> Any:
-    """Run a snippet's ``main`` the way its SPEC asks; return rank 0's result."""
+def run(main: Callable[..., Any], spec: Spec, world_size: int | None = None,
+        backend: str = "auto", timeout_s: float | None = None, options: dict | None = None) -> Any:
+    """Run a snippet's ``main(**options)`` the way its SPEC asks; return rank 0's result."""
+    if options:
+        main = functools.partial(main, **options)  # still picklable: spawned ranks import main by name
     n = spec.world_size if world_size is None else world_size
     if not under_torchrun() and n < spec.min_world_size:
         raise UsageError(f"-n must be at least {spec.min_world_size} for this snippet, got {n}")
@@ -282,13 +285,23 @@ def guarded(body: Callable[[], int]) -> int:
         return 130
 
 
-def main_entry(main: Callable[[], Any], spec: Spec) -> int:
+def snippet_options(module: Any, argv: list[str], prog: str) -> dict:
+    """A snippet's own options: it may define ``add_arguments(parser)``; the parsed values
+    are passed to ``main`` as keyword arguments."""
+    parser = OneLineParser(prog=prog)
+    if hasattr(module, "add_arguments"):
+        module.add_arguments(parser)
+    return vars(parser.parse_args(argv))
+
+
+def main_entry(main: Callable[..., Any], spec: Spec) -> int:
     """What ``python -m snippets.<name>`` (and torchrun ``-m``) calls."""
     parser = OneLineParser(description=spec.summary)
     add_run_arguments(parser)
-    opts = parser.parse_args()
+    opts, rest = parser.parse_known_args()
+    options = snippet_options(sys.modules[main.__module__], rest, parser.prog)
 
     def body() -> int:
-        run(main, spec, opts.nproc, opts.backend, opts.timeout)
+        run(main, spec, opts.nproc, opts.backend, opts.timeout, options)
         return 0
     return guarded(body)

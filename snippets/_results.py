@@ -4,6 +4,7 @@ What a snippet's ``main()`` may return (rank 0's value is the one kept)::
 
     {"tables":  {"<table>": [{"column": value, ...}, ...]},   # → results/<name>.<table>.md
      "figures": {"<figure>": "<svg ...>...</svg>"},            # → results/<name>.<figure>.svg and .md
+     "markdown": {"<part>": "any Markdown, e.g. a mermaid fence"},  # → results/<name>.<part>.md
      ...anything else JSON can hold...}
 
 ``run-all`` adds what it saw: the command, its printed output, the provenance (device,
@@ -101,6 +102,8 @@ def write(results_dir: Path, name: str, record: dict[str, Any]) -> list[Path]:
         files[f"{name}.{figure}.svg"] = svg
         flat = "\n".join(line for line in svg.splitlines() if line.strip())  # a blank line would end the HTML block
         files[f"{name}.{figure}.md"] = f'<figure class="cp-figure">\n{flat}\n</figure>\n\n{prov}'
+    for part, text in value.get("markdown", {}).items():
+        files[f"{name}.{part}.md"] = f"{text.rstrip()}\n\n{prov}"
     files[f"{name}.json"] = json.dumps(record, indent=2, default=str) + "\n"
     written = []
     for filename, text in files.items():

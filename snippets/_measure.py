@@ -8,6 +8,7 @@ from another day is not.
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from typing import Callable
@@ -59,3 +60,35 @@ def busbw(size_bytes: int, seconds: float, world_size: int, collective: str = "a
     factor = {"all_reduce": 2 * (n - 1) / n, "all_gather": (n - 1) / n, "reduce_scatter": (n - 1) / n,
               "broadcast": 1.0, "reduce": 1.0}[collective]
     return algbw(size_bytes, seconds) * factor
+
+
+def peak_memory_bytes(fn: Callable[[], object], device: torch.device | None = None) -> int:
+    """Measured peak of the memory ``fn()`` allocates on ``device``, above what was already
+    live when it started (bytes). Nothing is computed from shapes: this counts allocations.
+
+    CUDA: the caching allocator's own high-water mark (``max_memory_allocated``).
+    CPU: torch's profiler records every allocation and free of the CPU allocator
+    (``profile_memory=True``); the running sum of those events, in time order, peaks here.
+    """
+    device = torch.device("cpu") if device is None else torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+        fn()
+        torch.cuda.synchronize(device)
+        return torch.cuda.max_memory_allocated(device) - before
+    from torch.profiler import ProfilerActivity, profile
+
+    # Kineto prints two "USDT" lines to stderr per profile unless told not to; it reads this
+    # when the profiler first starts (a value set by the user wins).
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    events = [e for e in prof.profiler.kineto_results.events()
+              if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU]
+    live = peak = 0
+    for e in sorted(events, key=lambda e: e.start_ns()):
+        live += e.nbytes()  # > 0: an allocation, < 0: a free
+        peak = max(peak, live)
+    return peak

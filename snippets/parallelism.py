@@ -250,7 +250,7 @@ def check_all(cfg: Config, group: dist.ProcessGroup | None = None) -> dict:
     row["data"] = {"rank": rank, "holds": f"all {cfg.L} blocks", "params": _numel(dp.parameters()),
                    "activations": f"({b_r}, {cfg.d})", "communicates": "all-reduce every gradient",
                    "payload bytes": 4 * _numel(dp.parameters()),
-                   "max |Δ grad|": max(_delta(q.grad, r) for q, r in zip(dp.parameters(), g_ref))}
+                   "max abs diff": max(_delta(q.grad, r) for q, r in zip(dp.parameters(), g_ref))}
 
     blocks = stage_blocks(cfg.L, p, rank)
     stage = nn.Sequential(*[model[i] for i in blocks])
@@ -262,13 +262,13 @@ def check_all(cfg: Config, group: dist.ProcessGroup | None = None) -> dict:
     held = f"blocks {blocks.start}–{blocks.stop - 1}" if len(blocks) > 1 else f"block {blocks.start}"
     row["model"] = {"rank": rank, "holds": held, "params": _numel(stage.parameters()),
                     "activations": f"({cfg.B}, {cfg.d})", "communicates": sends, "bytes sent": 0 if last else nbytes,
-                    "max |Δ y|": _delta(y_mp, y_ref) if last else None}
+                    "max abs diff": _delta(y_mp, y_ref) if last else "—"}
     mb = split_sizes(cfg.B, cfg.m, "samples")
     row["pipeline"] = {"rank": rank, "holds": held, "params": _numel(stage.parameters()),
                        "activations": " ".join(f"({b}, {cfg.d})" for b in mb),
                        "communicates": "—" if last else f"{cfg.m} sends (+ clock) → rank {rank + 1}",
                        "bytes sent": 0 if last else nbytes + 8 * cfg.m,
-                       "max |Δ y|": _delta(y_pp, y_ref) if last else None}
+                       "max abs diff": _delta(y_pp, y_ref) if last else "—"}
     row["schedule"] = schedule
 
     tp = nn.Sequential(*[TensorParallelBlock(b, group) for b in model])
@@ -278,11 +278,13 @@ def check_all(cfg: Config, group: dist.ProcessGroup | None = None) -> dict:
     cols = tp[0].cols
     deltas = [_delta(y_tp.detach(), y_ref), _delta(x_tp.grad, x_ref.grad)]
     deltas += [_delta(t.w1.grad, g_ref[4 * i][cols]) for i, t in enumerate(tp)]
+    deltas += [_delta(t.b1.grad, g_ref[4 * i + 1][cols]) for i, t in enumerate(tp)]
     deltas += [_delta(t.w2.grad, g_ref[4 * i + 2][:, cols]) for i, t in enumerate(tp)]
+    deltas += [_delta(t.b2.grad, g_ref[4 * i + 3]) for i, t in enumerate(tp)]
     row["tensor"] = {"rank": rank, "holds": f"hidden units {cols.start}–{cols.stop - 1} of every block",
                      "params": _numel(tp.parameters()), "activations": f"({cfg.B}, {cfg.d}) in and out, ({cfg.B}, {cols.stop - cols.start}) hidden",
                      "communicates": f"{cfg.L} all-reduces of ({cfg.B}, {cfg.d}) forward, {cfg.L} backward",
-                     "payload bytes": 2 * cfg.L * nbytes, "max |Δ y, grad|": max(deltas)}
+                     "payload bytes": 2 * cfg.L * nbytes, "max abs diff": max(deltas)}
     return row
 
 
@@ -296,10 +298,26 @@ def schedule_rows(schedules: list[list[tuple[int, int]]]) -> list[dict]:
     return rows
 
 
+def schedule_gantt(schedules: list[list[tuple[int, int]]], title: str) -> str:
+    """The recorded schedule as a mermaid Gantt chart: one row per stage, time in clock steps."""
+    lines = ["```mermaid", "---", "displayMode: compact", "---", "gantt", f"    title {title}",
+             "    dateFormat X", "    axisFormat %s"]
+    for rank, s in enumerate(schedules):
+        lines.append(f"    section rank {rank}")
+        lines += [f"    F{j} : {step}, {step + 1}" for j, step in s]
+    return "\n".join(lines + ["```"])
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number ≥ 1, got {text!r}")
+    return int(text)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--micro-batches", type=int, default=Config.m, metavar="M", help="pipeline micro-batches")
-    parser.add_argument("--batch", type=int, default=Config.B, metavar="B", help="samples in the batch")
-    parser.add_argument("--layers", type=int, default=None, metavar="L", help="MLP blocks (default: max(6, ranks))")
+    parser.add_argument("--micro-batches", type=_positive, default=Config.m, metavar="M", help="pipeline micro-batches")
+    parser.add_argument("--batch", type=_positive, default=Config.B, metavar="B", help="samples in the batch")
+    parser.add_argument("--layers", type=_positive, default=None, metavar="L", help="MLP blocks (default: max(6, ranks))")
 
 
 def main(micro_batches: int = Config.m, batch: int = Config.B, layers: int | None = None) -> dict:
@@ -313,7 +331,7 @@ def main(micro_batches: int = Config.m, batch: int = Config.B, layers: int | Non
     bubble = bubble_fraction(schedules)
     assert bubble == gpipe_bubble(p, cfg.m), f"pipeline bubble {bubble}, paper says {gpipe_bubble(p, cfg.m)}"
     tables = {k: [r[k] for r in rows] for k in ("data", "model", "pipeline", "tensor")}
-    worst = {k: max(v for r in t for c, v in r.items() if c.startswith("max") and v is not None)
+    worst = {k: max(v for r in t for c, v in r.items() if c == "max abs diff" and isinstance(v, float))
              for k, t in tables.items()}
 
     print0(f"{cfg.L} blocks x + W2·GELU(W1·x + b1) + b2, d={cfg.d}, h={cfg.h}; batch {cfg.B}; "
@@ -330,7 +348,8 @@ def main(micro_batches: int = Config.m, batch: int = Config.B, layers: int | Non
         print0("   " + r["stage"] + "  " + " ".join(f"{c:>3}" for k, c in r.items() if k != "stage"))
     print0(f"tensor parallel  hidden units per rank {split_sizes(cfg.h, p, 'hidden units')}; "
            f"{2 * cfg.L} all-reduces of ({cfg.B}, {cfg.d}); max|Δ y, ∂x, ∂W| = {worst['tensor']:.1e} ✓")
-    return {"tables": {**tables, "schedule": grid}, "world_size": p,
+    gantt = schedule_gantt(schedules, f"GPipe forward, p = {p} stages, m = {cfg.m} micro-batches (recorded)")
+    return {"tables": {**tables, "schedule": grid}, "markdown": {"gantt": gantt}, "world_size": p,
             "bubble": float(bubble), "config": asdict(cfg)}
 
 

@@ -337,10 +337,10 @@ def main(micro_batches: int = Config.m, batch: int = Config.B, layers: int | Non
     print0(f"{cfg.L} blocks x + W2·GELU(W1·x + b1) + b2, d={cfg.d}, h={cfg.h}; batch {cfg.B}; "
            f"{p} rank{'s' * (p > 1)}, {dist.get_backend()}")
     print0(f"data parallel    batch shards {[len(c) for c in torch.arange(cfg.B).tensor_split(p)]}; "
-           f"all-reduce {tables['data'][0]['params']} grads; max|Δ grad| = {worst['data']:.1e} ✓")
+           f"all-reduce {tables['data'][0]['params']} gradient values; max|Δ grad| = {worst['data']:.1e} ✓")
     print0(f"model parallel   blocks per rank {[len(stage_blocks(cfg.L, p, r)) for r in range(p)]}; "
            f"{p - 1} sends of ({cfg.B}, {cfg.d}); max|Δ y| = {worst['model']:.1e} ✓")
-    print0(f"pipeline, m={cfg.m}   micro-batches {split_sizes(cfg.B, cfg.m, 'samples')}; "
+    print0(f"{f'pipeline, m={cfg.m}':<17}micro-batches {split_sizes(cfg.B, cfg.m, 'samples')}; "
            f"{1 + max(t for s in schedules for _, t in s)} steps; bubble {bubble} = (p-1)/(m+p-1) ✓; "
            f"max|Δ y| = {worst['pipeline']:.1e} ✓")
     grid = schedule_rows(schedules)

@@ -161,17 +161,24 @@ def _child(rank: int, world_size: int, backend: str, timeout_s: float, store_dir
            fn: Callable, args: tuple, results: Any, parent_pid: int) -> None:
     _exit_with_parent(parent_pid)
     os.environ["LOCAL_WORLD_SIZE"] = str(world_size)
+    status, payload = "ok", None
     try:
-        value = _run_rank(fn, args, backend, timeout_s, rank, world_size, store_dir)
-        results.put((rank, "ok", value))
-    except BaseException as exc:  # report anything, KeyboardInterrupt included, then exit non-zero
-        results.put((rank, "error", (_one_line(exc), traceback.format_exc())))
-        results.close()
-        results.join_thread()
-        sys.exit(1)
+        _join_group(backend, timeout_s, rank, world_size, store_dir)
+        payload = fn(*args)
+    except BaseException as exc:  # anything, KeyboardInterrupt included
+        status, payload = "error", (_one_line(exc), traceback.format_exc())
+    # Report before leaving the group: once this rank's connections close its peers fail
+    # too, and the parent must hear the first cause, not its echoes.
+    results.put((rank, status, payload))
+    results.close()
+    results.join_thread()
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    sys.exit(0 if status == "ok" else 1)
 
 
 def _stop(procs: list) -> None:
+    procs = [p for p in procs if p.pid is not None]  # started ones only
     for p in procs:
         if p.is_alive():
             p.terminate()

@@ -146,6 +146,34 @@ def _check_peer(peer: int, ranks: list[int], name: str) -> str:
 # --8<-- [end:agree]
 
 
+# --8<-- [start:flat]
+def bounds(n: int, parts: int) -> list[int]:
+    """Offsets splitting n elements into ``parts`` near-equal chunks: chunk c is
+    [bounds[c], bounds[c+1]); the first n % parts chunks get one element more."""
+    q, r = divmod(n, parts)
+    return [c * q + min(c, r) for c in range(parts + 1)]
+
+
+def begin(tensor: torch.Tensor, op: ReduceOp, group: dist.ProcessGroup | None, what: str,
+          check: bool = True) -> tuple[torch.Tensor, list[int], int]:
+    """Check the input (on every rank, see ``agree``) and return (flat view, global ranks, my index).
+    A non-contiguous tensor is reduced in a contiguous copy that ``end`` writes back."""
+    ranks, me = group_ranks(group)
+    problem = op_problem(tensor, op)
+    if check and len(ranks) > 1:
+        agree_on_size(tensor, group, what, problem)
+    elif problem:
+        raise ValueError(problem)
+    return (tensor.view(-1) if tensor.is_contiguous() else tensor.contiguous().view(-1)), ranks, me
+
+
+def end(tensor: torch.Tensor, flat: torch.Tensor, op: ReduceOp, p: int) -> None:
+    finish_(flat, op, p)
+    if flat.data_ptr() != tensor.data_ptr() or not tensor.is_contiguous():
+        tensor.copy_(flat.view_as(tensor))
+# --8<-- [end:flat]
+
+
 # --8<-- [start:rooted]
 def broadcast(tensor: torch.Tensor, src: int, group: dist.ProcessGroup | None = None, async_op: bool = False) -> None:
     """Binomial tree: in round k every rank that has the data sends it 2^k ranks further,

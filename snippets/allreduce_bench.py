@@ -1,0 +1,210 @@
+"""Benchmark: our all-reduce algorithms (and all-gather, reduce-scatter) beside torch's own.
+
+    python -m snippets bench allreduce [-n N] [--sizes 4K 1M 64M] [--iters I] [--json]
+                                       [--collective all_reduce|all_gather|reduce_scatter]
+                                       [--algorithms ring tree ...] [--backend gloo|nccl]
+    torchrun --nproc-per-node 8 -m snippets bench allreduce --sizes 64M --json
+
+For every size and algorithm it first checks that ours gives exactly what torch's built-in
+gives (integer-valued float32, so sums are exact), then times the two *alternately*, one
+call each per round, so a machine that gets busier mid-run slows both alike. It reports the
+median time and nccl-tests' bandwidths (nccl-tests, doc/PERFORMANCE.md):
+
+    algbw = S / t        S = bytes of the whole buffer (for all_gather: the gathered output,
+                             for reduce_scatter: the input before scattering)
+    busbw = algbw · 2(n-1)/n   for all_reduce;   algbw · (n-1)/n   for all_gather, reduce_scatter
+
+busbw is comparable across rank counts: it is what each link carries. ``ratio`` is our busbw
+divided by the built-in's from the same rounds. ``--json`` prints one record per line.
+
+As a snippet (``python -m snippets run allreduce_bench``), it runs a small sweep on 4 ranks,
+fits α, β, γ on the same ranks (snippets.cost_model) and plots measured against predicted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+from typing import Callable, Sequence
+
+import torch
+import torch.distributed as dist
+
+from snippets import cost_model
+from snippets._measure import algbw, busbw, time_it
+from snippets._runtime import OneLineParser, Spec, add_run_arguments, device, launch, main_entry, print0
+from snippets._svg import line_chart
+
+BENCH = "allreduce"
+SPEC = Spec(summary="our all-reduce algorithms vs torch's built-in: time, algbw, busbw, and the α-β prediction",
+            world_size=4, min_world_size=2)
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
+DEFAULT_SIZES = ["4K", "64K", "1M", "16M", "64M"]
+# our algorithm's name → the snippets.cost_model formula that predicts it
+MODEL_OF = {"naive": "naive_reduce_broadcast", "ring": "ring", "tree": "tree",
+            "double_tree": "double_tree", "halving_doubling": "halving_doubling"}
+
+
+def algorithms(collective: str) -> dict[str, Callable]:
+    """Ours for each collective; same arguments as torch's function of the same name."""
+    if collective == "all_reduce":
+        from snippets import allreduce as ar
+        return {"naive": ar.naive_allreduce, "ring": ar.ring_allreduce, "tree": ar.tree_allreduce,
+                "double_tree": ar.double_tree_allreduce, "halving_doubling": ar.halving_doubling_allreduce}
+    from snippets import collectives
+    return {"ring": getattr(collectives, collective)}
+
+
+# --8<-- [start:buffers]
+def per_rank_numel(collective: str, size_bytes: int, p: int) -> int:
+    """float32 elements each rank contributes. all_reduce: the whole buffer; all_gather and
+    reduce_scatter: S is the gathered (resp. unscattered) total, so each piece is S/p."""
+    return size_bytes // 4 if collective == "all_reduce" else size_bytes // (4 * p)
+
+
+def make_call(collective: str, fn: Callable, numel: int, p: int, fill: torch.Tensor | None = None) -> tuple[Callable[[], None], Callable[[], torch.Tensor]]:
+    """A call of ``fn`` on fresh buffers (zeros, or ``fill``), and a way to read the result.
+    Timing runs on zeros: a sum of zeros never overflows however often it is repeated."""
+    dev = device()
+    src = fill if fill is not None else torch.zeros(numel * (p if collective == "reduce_scatter" else 1), device=dev)
+    if collective == "all_reduce":
+        buf = src.clone()  # (numel,)
+        return (lambda: fn(buf)), (lambda: buf)
+    if collective == "all_gather":
+        out = [torch.empty(numel, device=dev) for _ in range(p)]  # p × (numel,)
+        mine = src.clone()  # (numel,)
+        return (lambda: fn(out, mine)), (lambda: torch.cat(out))
+    pieces = [c.clone() for c in src.view(p, numel)]  # p × (numel,): piece j is reduced onto rank j
+    out = torch.empty(numel, device=dev)
+    return (lambda: fn(out, pieces)), (lambda: out)
+
+
+BUILTIN = {"all_reduce": dist.all_reduce, "all_gather": dist.all_gather, "reduce_scatter": dist.reduce_scatter}
+# --8<-- [end:buffers]
+
+
+# --8<-- [start:measure]
+def check(collective: str, ours: Callable, numel: int, p: int) -> None:
+    """Ours must equal the built-in exactly on integer-valued float32 (sums stay exact)."""
+    g = torch.Generator().manual_seed(1000 + dist.get_rank())
+    data = torch.randint(-64, 64, (numel * (p if collective == "reduce_scatter" else 1),), generator=g)
+    data = data.to(device=device(), dtype=torch.float32)  # (numel,) or (p·numel,)
+    results = []
+    for fn in (ours, BUILTIN[collective]):
+        call, result = make_call(collective, fn, numel, p, fill=data)
+        call()
+        results.append(result())
+    assert torch.equal(results[0], results[1]), f"{collective}: {ours.__name__} disagrees with torch's built-in"
+
+
+def paired_times(ours: Callable[[], None], builtin: Callable[[], None], iters: int) -> tuple[float, float]:
+    """Median seconds of each, measured alternately: one call of ours, one of the built-in."""
+    dev, a, b = device(), [], []
+    ours(), builtin()  # warm-up: connections, allocations, caches
+    for _ in range(iters):
+        a.append(time_it(ours, warmup=0, iters=1, device=dev))
+        b.append(time_it(builtin, warmup=0, iters=1, device=dev))
+    return statistics.median(a), statistics.median(b)
+
+
+def sweep(collective: str, sizes: Sequence[int], names: Sequence[str], iters: int,
+          machine: cost_model.Machine | None = None, as_json: bool = False) -> list[dict]:
+    """Every rank runs this; rank 0 prints one line per (algorithm, size) as it goes."""
+    p, ours = dist.get_world_size(), algorithms(collective)
+    records = []
+    for size in sizes:
+        numel = per_rank_numel(collective, size, p)
+        nbytes = numel * 4 * (1 if collective == "all_reduce" else p)  # S as nccl-tests counts it
+        for name in names:
+            check(collective, ours[name], numel, p)
+            t, t_builtin = paired_times(make_call(collective, ours[name], numel, p)[0],
+                                        make_call(collective, BUILTIN[collective], numel, p)[0], iters)
+            rec = {"collective": collective, "algorithm": name, "world_size": p, "size_bytes": nbytes,
+                   "time_s": t, "algbw": algbw(nbytes, t), "busbw": busbw(nbytes, t, p, collective),
+                   "builtin_time_s": t_builtin, "builtin_busbw": busbw(nbytes, t_builtin, p, collective),
+                   "ratio": t_builtin / t, "backend": dist.get_backend()}
+            if machine is not None and collective == "all_reduce" and name in MODEL_OF:
+                rec["predicted_time_s"] = cost_model.predict(MODEL_OF[name], p, nbytes, machine)
+            records.append(rec)
+            print0(json.dumps(rec) if as_json else format_row(rec))
+    return records
+# --8<-- [end:measure]
+
+
+def format_row(r: dict) -> str:
+    return (f"{r['collective']:>14} {r['size_bytes']:>11} B {r['algorithm']:>16} {r['time_s'] * 1e3:>10.3f} ms "
+            f"{r['algbw'] / 1e9:>8.3f} {r['busbw'] / 1e9:>8.3f} GB/s   built-in {r['builtin_busbw'] / 1e9:>8.3f} GB/s"
+            f"   ours/built-in {r['ratio']:.2f}")
+
+
+def parse_size(text: str) -> int:
+    """'4096', '64K', '1M', '64MiB', '1G' → bytes (K = 1024, as nccl-tests counts)."""
+    found = re.fullmatch(r"(\d+)\s*([KMG]?)(?:I?B)?", text.strip(), flags=re.I)
+    if not found:
+        raise argparse.ArgumentTypeError(f"size {text!r} is not a number of bytes like 4096, 64K, 1M or 1G")
+    value = int(found[1]) * 1024 ** " KMG".index(found[2].upper() or " ")
+    if value < 4:
+        raise argparse.ArgumentTypeError(f"size {text!r} is under one float32 (4 bytes)")
+    return value
+
+
+def _run_bench(opts: argparse.Namespace) -> list[dict]:
+    return sweep(opts.collective, opts.sizes, opts.algorithms, opts.iters, as_json=opts.json)
+
+
+def bench(argv: list[str]) -> int:
+    parser = OneLineParser(prog="python -m snippets bench allreduce", description=__doc__.split("\n\n")[0])
+    add_run_arguments(parser)
+    parser.add_argument("--sizes", nargs="+", type=parse_size, default=[parse_size(s) for s in DEFAULT_SIZES],
+                        metavar="SIZE", help=f"buffer sizes (default: {' '.join(DEFAULT_SIZES)})")
+    parser.add_argument("--collective", choices=COLLECTIVES, default="all_reduce")
+    parser.add_argument("--algorithms", nargs="+", metavar="NAME", help="a subset of ours (default: all)")
+    parser.add_argument("--iters", type=int, default=5, help="timed rounds per size (default 5)")
+    parser.add_argument("--json", action="store_true", help="one JSON record per (algorithm, size)")
+    opts = parser.parse_args(argv)
+    known = list(algorithms(opts.collective))
+    opts.algorithms = opts.algorithms or known
+    if unknown := [a for a in opts.algorithms if a not in known]:
+        parser.error(f"unknown algorithm {unknown[0]!r} for {opts.collective}: choose from {', '.join(known)}")
+    if opts.iters < 1:
+        parser.error(f"--iters must be at least 1, got {opts.iters}")
+    n = 4 if opts.nproc is None else opts.nproc
+    if n < 2:
+        parser.error(f"-n must be at least 2 (a collective needs company), got {n}")
+    for size in opts.sizes:
+        if per_rank_numel(opts.collective, size, n) == 0:
+            parser.error(f"size {size} B is too small for {opts.collective} on {n} ranks: at least {4 * n} B")
+    if not opts.json:
+        print(f"{'collective':>14} {'size':>13} {'algorithm':>16} {'time':>13} {'algbw':>8} {'busbw':>8}")
+    launch(_run_bench, n, opts.backend, opts.timeout or 120.0, args=(opts,))
+    return 0
+
+
+# --8<-- [start:main]
+def main() -> dict:
+    p = dist.get_world_size()
+    machine, _ = cost_model.measure_machine([2 ** e for e in range(3, 24, 4)])  # 8 B … 8 MiB, ranks 0 ↔ 1
+    print0(f"α = {machine.alpha * 1e6:.1f} µs, β = {machine.beta * 1e9:.3f} ns/B, γ = {machine.gamma * 1e9:.3f} ns/B "
+           f"(ping-pong between ranks 0 and 1, local adds)")
+    sizes = [4 << 10, 64 << 10, 1 << 20, 4 << 20]
+    records = sweep("all_reduce", sizes, list(algorithms("all_reduce")), iters=3, machine=machine)
+    assert all(r["ratio"] > 0 for r in records)
+    table = [{"size": f"{r['size_bytes'] >> 10} KiB", "algorithm": r["algorithm"], "time (ms)": r["time_s"] * 1e3,
+              "α-β-γ predicted (ms)": r["predicted_time_s"] * 1e3, "busbw (GB/s)": r["busbw"] / 1e9,
+              "built-in busbw (GB/s)": r["builtin_busbw"] / 1e9, "ours / built-in": r["ratio"]} for r in records]
+    series = {f"{name} measured": [(r["size_bytes"], r["time_s"]) for r in records if r["algorithm"] == name]
+              for name in ("ring", "double_tree", "halving_doubling")}
+    series["built-in measured"] = [(r["size_bytes"], r["builtin_time_s"]) for r in records if r["algorithm"] == "ring"]
+    predicted = {f"{name} α-β-γ": [(r["size_bytes"], r["predicted_time_s"]) for r in records if r["algorithm"] == name]
+                 for name in ("ring", "double_tree", "halving_doubling")}
+    chart = line_chart({**series, **predicted}, title=f"All-reduce on {p} ranks: measured (solid) vs predicted (dashed)",
+                       x_label="buffer size (bytes)", y_label="seconds", log_x=True, log_y=True, dashed=list(predicted))
+    return {"records": records, "alpha_s": machine.alpha, "beta_s_per_byte": machine.beta,
+            "gamma_s_per_byte": machine.gamma, "tables": {"sweep": table}, "figures": {"sweep": chart}}
+# --8<-- [end:main]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main_entry(main, SPEC))

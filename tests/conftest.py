@@ -1,0 +1,46 @@
+"""Shared fixtures: fresh results for the whole suite, and one strict site build."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def process_children(pid: int) -> list[int]:
+    """Live (non-zombie) spawned ranks whose parent is ``pid``. (multiprocessing's own
+    resource tracker is not a rank: it lives as long as the parent, by design.)"""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z" and b"resource_tracker" not in cmdline:
+            found.append(int(stat.parent.name))
+    return found
+
+
+@pytest.fixture(scope="session")
+def results_dir() -> Path:
+    """results/ brought up to date by run-all (cached: unchanged snippets are not rerun)."""
+    proc = subprocess.run([sys.executable, "-m", "snippets", "run-all"], cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, f"run-all failed:\n{proc.stdout}\n{proc.stderr}"
+    return REPO / "results"
+
+
+@pytest.fixture(scope="session")
+def built_site(results_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One strict build of the site for every site test."""
+    out = tmp_path_factory.mktemp("site")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)],
+                          cwd=REPO, capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, f"mkdocs build --strict failed:\n{proc.stderr[-4000:]}"
+    return out

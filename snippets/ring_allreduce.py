@@ -26,7 +26,7 @@ from snippets.collectives import Send, begin, bounds, combine_, end, recv, send,
 
 SPEC = Spec(summary="ring all-reduce: reduce-scatter then all-gather, segmented so it pipelines", world_size=4)
 
-SEGMENT_BYTES = 1 << 20  # 1 MiB: small enough to pipeline, big enough that α stays small beside nβ
+SEGMENT_BYTES = 1 << 20  # 1 MiB: pipelines well and keeps the landing buffers small (measured on gloo, CPU)
 
 
 # --8<-- [start:ring]

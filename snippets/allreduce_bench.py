@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import statistics
 from typing import Callable, Sequence
@@ -34,7 +35,8 @@ import torch.distributed as dist
 
 from snippets import cost_model
 from snippets._measure import algbw, busbw, time_it
-from snippets._runtime import OneLineParser, Spec, add_run_arguments, device, launch, main_entry, print0
+from snippets._runtime import (OneLineParser, Spec, add_run_arguments, device, launch, main_entry, print0,
+                               under_torchrun)
 from snippets._svg import line_chart
 
 BENCH = "allreduce"
@@ -164,20 +166,20 @@ def bench(argv: list[str]) -> int:
     parser.add_argument("--iters", type=int, default=5, help="timed rounds per size (default 5)")
     parser.add_argument("--json", action="store_true", help="one JSON record per (algorithm, size)")
     opts = parser.parse_args(argv)
-    known = list(algorithms(opts.collective))
-    opts.algorithms = opts.algorithms or known
-    if unknown := [a for a in opts.algorithms if a not in known]:
-        parser.error(f"unknown algorithm {unknown[0]!r} for {opts.collective}: choose from {', '.join(known)}")
     if opts.iters < 1:
         parser.error(f"--iters must be at least 1, got {opts.iters}")
-    n = 4 if opts.nproc is None else opts.nproc
+    n = int(os.environ["WORLD_SIZE"]) if under_torchrun() else (4 if opts.nproc is None else opts.nproc)
     if n < 2:
         parser.error(f"-n must be at least 2 (a collective needs company), got {n}")
     for size in opts.sizes:
         if per_rank_numel(opts.collective, size, n) == 0:
             parser.error(f"size {size} B is too small for {opts.collective} on {n} ranks: at least {4 * n} B")
-    if not opts.json:
-        print(f"{'collective':>14} {'size':>13} {'algorithm':>16} {'time':>13} {'algbw':>8} {'busbw':>8}")
+    known = list(algorithms(opts.collective))
+    opts.algorithms = opts.algorithms or known
+    if unknown := [a for a in opts.algorithms if a not in known]:
+        parser.error(f"unknown algorithm {unknown[0]!r} for {opts.collective}: choose from {', '.join(known)}")
+    if not opts.json and int(os.environ.get("RANK", "0")) == 0:
+        print(f"{'collective':>14} {'size':>13} {'algorithm':>16} {'time':>13} {'algbw':>8} {'busbw':>8}", flush=True)
     launch(_run_bench, n, opts.backend, opts.timeout or 120.0, args=(opts,))
     return 0
 

@@ -5,7 +5,8 @@ GPU) our Triton kernels, all measured in the same run.
     python -m snippets bench attention [--seq-lens 512 1024 2048 4096 8192] [--head-dim 64]
                                        [--batch 1] [--heads 1] [--causal] [--iters 3]
                                        [--impls naive flash sdpa triton] [--dtype fp32|fp16|bf16]
-                                       [--device auto|cpu|cuda] [--block-q BQ] [--block-k BK] [--json]
+                                       [--device auto|cpu|cuda] [--block-q BQ] [--block-k BK]
+                                       [--threads T] [--json]
 
 For every N each implementation is first checked against SDPA (output and gradients), then
 the implementations are timed *alternately*, one call each per round, so a machine that
@@ -129,12 +130,29 @@ def format_row(r: dict) -> str:
 HEADER = f"{'N':>7} {'impl':>7} {'fwd+bwd':>14} {'peak memory':>14} {'TFLOP/s':>8} {'time ÷ SDPA':>13} {'memory ÷ naive':>15}"
 
 
+def available_bytes(device: torch.device) -> float:
+    """Free memory now: the GPU's, or the kernel's MemAvailable (inf where unknown)."""
+    if device.type == "cuda":
+        return float(torch.cuda.mem_get_info(device)[0])
+    try:
+        with open("/proc/meminfo") as f:
+            return next(int(line.split()[1]) * 1024.0 for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration):
+        return math.inf
+
+
 def sweep(seq_lens: Sequence[int], impls: dict[str, Attention], *, B: int = 1, H: int = 1, d: int = 64,
           causal: bool = False, dtype: torch.dtype = torch.float32, device: torch.device = torch.device("cpu"),
           iters: int = 3, emit: Callable[[dict], None] | None = None) -> list[dict]:
+    """Measure every implementation at every N; the naive one is left out where its N×N
+    tensors (about four live at once, in the backward) would not fit in free memory."""
     records = []
     for N in seq_lens:
-        for r in measure(impls, B, H, N, d, causal, dtype, device, iters):
+        here = dict(impls)
+        if "naive" in here and 4 * B * H * N * N * dtype.itemsize > 0.8 * available_bytes(device):
+            del here["naive"]
+            print0(f"N={N}: naive attention left out, its N×N tensors would not fit in free memory")
+        for r in measure(here, B, H, N, d, causal, dtype, device, iters):
             records.append(r)
             if emit:
                 emit(r)
@@ -174,6 +192,7 @@ def bench(argv: list[str]) -> int:
     parser.add_argument("--device", default="auto", help="auto (default), cpu or cuda")
     parser.add_argument("--block-q", type=_positive, help="query tile of the tiled PyTorch version")
     parser.add_argument("--block-k", type=_positive, help="key tile of the tiled PyTorch version")
+    parser.add_argument("--threads", type=_positive, help="CPU threads for torch (default: torch's own choice)")
     parser.add_argument("--json", action="store_true", help="one JSON record per (implementation, N)")
     opts = parser.parse_args(argv)
     d = opts.head_dim
@@ -182,6 +201,8 @@ def bench(argv: list[str]) -> int:
 
     def body() -> int:
         dev = _choose_device(opts.device)
+        if opts.threads:
+            torch.set_num_threads(opts.threads)
         compiled_triton = flash_attention_triton.HAVE_TRITON and not flash_attention_triton.INTERPRETED
         names = opts.impls or [n for n in IMPLS if n != "triton" or (dev.type == "cuda" and compiled_triton)]
         if "triton" in names and not (dev.type == "cuda" and compiled_triton):
@@ -191,7 +212,8 @@ def bench(argv: list[str]) -> int:
         impls = {n: f for n, f in implementations(opts.block_q, opts.block_k).items() if n in names}
         if not opts.json:
             print(f"attention fwd+bwd, B={opts.batch} H={opts.heads} d={d} {str(dtype).removeprefix('torch.')} "
-                  f"{'causal' if opts.causal else 'full'} on {dev.type}, median of {opts.iters}")
+                  f"{'causal' if opts.causal else 'full'} on {dev.type} ({torch.get_num_threads()} threads), "
+                  f"median of {opts.iters}")
             print(HEADER)
         sweep(seq_lens, impls, B=opts.batch, H=opts.heads, d=d, causal=opts.causal, dtype=dtype, device=dev,
               iters=opts.iters, emit=lambda r: print(json.dumps(r) if opts.json else format_row(r), flush=True))
@@ -206,9 +228,15 @@ def main() -> dict:
     if dev.type == "cpu" or not (flash_attention_triton.HAVE_TRITON and not flash_attention_triton.INTERPRETED):
         impls.pop("triton")
     seq_lens = [256, 512, 1024, 2048]  # small: this runs on every push; the bench command goes further
-    print0(f"attention fwd+bwd, B=1 H=1 d=64 fp32 on {dev.type}, median of 3; each checked against SDPA first")
-    print0(HEADER)
-    records = sweep(seq_lens, impls, device=dev, emit=lambda r: print0(format_row(r)))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # on a shared, busy CPU one thread gives steady ratios; many threads, noise
+    try:
+        print0(f"attention fwd+bwd, B=1 H=1 d=64 fp32 on {dev.type} (1 thread), median of 3; "
+               "each checked against SDPA first")
+        print0(HEADER)
+        records = sweep(seq_lens, impls, device=dev, emit=lambda r: print0(format_row(r)))
+    finally:
+        torch.set_num_threads(threads)
     # The paper's point, checked on measured numbers: the naive version must hold at least one
     # N×N fp32 matrix; the tiled one must not need even one at the largest N.
     for r in records:

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 
 from snippets._runtime import Spec, device, main_entry, print0
 
-SPEC = Spec(summary="data, model, pipeline and tensor parallelism on one MLP stack, each checked against the unsplit model",
+SPEC = Spec(summary="data, model, pipeline and tensor parallelism on one MLP stack, checked against the unsplit model",
             world_size=4)
 
 
@@ -129,12 +129,12 @@ def model_parallel_forward(stage: nn.Module, x: torch.Tensor,
 def pipeline_forward(stage: nn.Module, x: torch.Tensor, m: int, group: dist.ProcessGroup | None = None
                      ) -> tuple[torch.Tensor | None, list[tuple[int, int]]]:
     """GPipe's forward: the batch in m micro-batches, each passed on as soon as it is done.
-    A logical clock travels with each activation: stage s may work on micro-batch j at step
-    max(its own next free step, the step the previous stage finished j + 1).
+    A logical clock travels with each activation: a stage runs micro-batch j at the first
+    step after both its own previous micro-batch and the previous stage's run of j.
     Returns (the last stage's output or None, this stage's [(micro-batch, step)])."""
     rank, p = dist.get_rank(group), dist.get_world_size(group)
     micro = x.tensor_split(m)  # m × (B_j, d); only rank 0 reads the values
-    split_sizes(x.shape[0], m, "samples")
+    split_sizes(x.shape[0], m, "samples")  # m ≤ B: no empty micro-batches
     free, schedule, outputs = 0, [], []
     for j, x_j in enumerate(micro):
         a, ready = x_j, 0
@@ -233,59 +233,55 @@ def _delta(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def check_all(cfg: Config, group: dist.ProcessGroup | None = None) -> dict:
-    """Run every strategy on this rank, check it against the unsplit model, return this
-    rank's rows (what it holds, what it sends) and its worst |Δ| per strategy."""
+    """Run every strategy on this rank, check it against the unsplit model, and return this
+    rank's table rows: what it holds, what it sends, its worst |Δ| from the unsplit model."""
     rank, p = dist.get_rank(group), dist.get_world_size(group)
-    nbytes = cfg.B * cfg.d * 4  # one (B, d) float32 activation
+    last, nbytes = rank == p - 1, cfg.B * cfg.d * 4  # one (B, d) float32 activation
+
+    def acts(rows: int, hidden: int) -> str:
+        return f"({rows}, {cfg.d}) in and out, ({rows}, {hidden}) hidden"
+
     model, (x, target) = build_model(cfg), make_batch(cfg)
     x_ref = x.clone().requires_grad_()
     y_ref = model(x_ref)  # the oracle: the unsplit model, whole batch, in this one process
     loss_fn(y_ref, target, cfg.B).backward()
     y_ref, g_ref = y_ref.detach(), [q.grad.clone() for q in model.parameters()]
-    row = {"rank": rank}
 
     dp = build_model(cfg)
     data_parallel_step(dp, x, target, group)
-    b_r = len(x.tensor_split(p)[rank])  # uneven shards are fine, even empty ones
-    row["data"] = {"rank": rank, "holds": f"all {cfg.L} blocks", "params": _numel(dp.parameters()),
-                   "activations": f"({b_r}, {cfg.d})", "communicates": "all-reduce every gradient",
-                   "payload bytes": 4 * _numel(dp.parameters()),
-                   "max abs diff": max(_delta(q.grad, r) for q, r in zip(dp.parameters(), g_ref))}
+    data = {"rank": rank, "holds": f"all {cfg.L} blocks", "params": _numel(dp.parameters()),
+            "activations": acts(len(x.tensor_split(p)[rank]), cfg.h), "communicates": "all-reduce every gradient",
+            "payload bytes": 4 * _numel(dp.parameters()),
+            "max abs diff": max(_delta(q.grad, r) for q, r in zip(dp.parameters(), g_ref))}
 
     blocks = stage_blocks(cfg.L, p, rank)
-    stage = nn.Sequential(*[model[i] for i in blocks])
+    stage = nn.Sequential(*[model[i] for i in blocks])  # this rank's blocks only
     with torch.no_grad():
         y_mp = model_parallel_forward(stage, x, group)
         y_pp, schedule = pipeline_forward(stage, x, cfg.m, group)
-    last = rank == p - 1
-    sends = "—" if last else f"send ({cfg.B}, {cfg.d}) → rank {rank + 1}"
     held = f"blocks {blocks.start}–{blocks.stop - 1}" if len(blocks) > 1 else f"block {blocks.start}"
-    row["model"] = {"rank": rank, "holds": held, "params": _numel(stage.parameters()),
-                    "activations": f"({cfg.B}, {cfg.d})", "communicates": sends, "bytes sent": 0 if last else nbytes,
-                    "max abs diff": _delta(y_mp, y_ref) if last else "—"}
-    mb = split_sizes(cfg.B, cfg.m, "samples")
-    row["pipeline"] = {"rank": rank, "holds": held, "params": _numel(stage.parameters()),
-                       "activations": " ".join(f"({b}, {cfg.d})" for b in mb),
-                       "communicates": "—" if last else f"{cfg.m} sends (+ clock) → rank {rank + 1}",
-                       "bytes sent": 0 if last else nbytes + 8 * cfg.m,
-                       "max abs diff": _delta(y_pp, y_ref) if last else "—"}
-    row["schedule"] = schedule
+    model_row = {"rank": rank, "holds": held, "params": _numel(stage.parameters()), "activations": acts(cfg.B, cfg.h),
+                 "communicates": "—" if last else f"send ({cfg.B}, {cfg.d}) → rank {rank + 1}",
+                 "bytes sent": 0 if last else nbytes, "max abs diff": _delta(y_mp, y_ref) if last else "—"}
+    pipe = {**model_row, "activations": ", ".join(f"({b}, {cfg.d})" for b in split_sizes(cfg.B, cfg.m, "samples")),
+            "communicates": "—" if last else f"{cfg.m} sends (+ clock) → rank {rank + 1}",
+            "bytes sent": 0 if last else nbytes + 8 * cfg.m, "max abs diff": _delta(y_pp, y_ref) if last else "—"}
 
     tp = nn.Sequential(*[TensorParallelBlock(b, group) for b in model])
     x_tp = x.clone().requires_grad_()
     y_tp = tp(x_tp)
     loss_fn(y_tp, target, cfg.B).backward()
-    cols = tp[0].cols
+    c = tp[0].cols
     deltas = [_delta(y_tp.detach(), y_ref), _delta(x_tp.grad, x_ref.grad)]
-    deltas += [_delta(t.w1.grad, g_ref[4 * i][cols]) for i, t in enumerate(tp)]
-    deltas += [_delta(t.b1.grad, g_ref[4 * i + 1][cols]) for i, t in enumerate(tp)]
-    deltas += [_delta(t.w2.grad, g_ref[4 * i + 2][:, cols]) for i, t in enumerate(tp)]
-    deltas += [_delta(t.b2.grad, g_ref[4 * i + 3]) for i, t in enumerate(tp)]
-    row["tensor"] = {"rank": rank, "holds": f"hidden units {cols.start}–{cols.stop - 1} of every block",
-                     "params": _numel(tp.parameters()), "activations": f"({cfg.B}, {cfg.d}) in and out, ({cfg.B}, {cols.stop - cols.start}) hidden",
-                     "communicates": f"{cfg.L} all-reduces of ({cfg.B}, {cfg.d}) forward, {cfg.L} backward",
-                     "payload bytes": 2 * cfg.L * nbytes, "max abs diff": max(deltas)}
-    return row
+    for i, t in enumerate(tp):  # model.parameters() order per block: W1, b1, W2, b2
+        w1, b1, w2, b2 = g_ref[4 * i: 4 * i + 4]
+        deltas += [_delta(t.w1.grad, w1[c]), _delta(t.b1.grad, b1[c]), _delta(t.w2.grad, w2[:, c]),
+                   _delta(t.b2.grad, b2)]
+    tensor = {"rank": rank, "holds": f"hidden units {c.start}–{c.stop - 1} of every block",
+              "params": _numel(tp.parameters()), "activations": acts(cfg.B, c.stop - c.start),
+              "communicates": f"{cfg.L} all-reduces of ({cfg.B}, {cfg.d}) forward, {cfg.L} backward",
+              "payload bytes": 2 * cfg.L * nbytes, "max abs diff": max(deltas)}
+    return {"data": data, "model": model_row, "pipeline": pipe, "tensor": tensor, "schedule": schedule}
 
 
 def schedule_rows(schedules: list[list[tuple[int, int]]]) -> list[dict]:
@@ -317,7 +313,8 @@ def _positive(text: str) -> int:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--micro-batches", type=_positive, default=Config.m, metavar="M", help="pipeline micro-batches")
     parser.add_argument("--batch", type=_positive, default=Config.B, metavar="B", help="samples in the batch")
-    parser.add_argument("--layers", type=_positive, default=None, metavar="L", help="MLP blocks (default: max(6, ranks))")
+    parser.add_argument("--layers", type=_positive, default=None, metavar="L",
+                        help="MLP blocks (default: max(6, ranks))")
 
 
 def main(micro_batches: int = Config.m, batch: int = Config.B, layers: int | None = None) -> dict:

@@ -33,6 +33,7 @@ import argparse
 import json
 import math
 import statistics
+import sys
 from typing import Callable, Sequence
 
 import torch
@@ -151,7 +152,7 @@ def sweep(seq_lens: Sequence[int], impls: dict[str, Attention], *, B: int = 1, H
         here = dict(impls)
         if "naive" in here and 4 * B * H * N * N * dtype.itemsize > 0.8 * available_bytes(device):
             del here["naive"]
-            print0(f"N={N}: naive attention left out, its N×N tensors would not fit in free memory")
+            print(f"N={N}: naive attention left out, its N×N tensors would not fit in free memory", file=sys.stderr)
         for r in measure(here, B, H, N, d, causal, dtype, device, iters):
             records.append(r)
             if emit:

@@ -59,9 +59,20 @@ def _check_p(p: int) -> None:
 
 
 def tree_depth(p: int) -> int:
-    """Edges from the root to the deepest leaf of a complete binary tree of p ranks: ⌊log2 p⌋."""
+    """Depth of NCCL's binary tree over p ranks (the root has one child): ⌈log2 p⌉."""
     _check_p(p)
-    return p.bit_length() - 1
+    return (p - 1).bit_length()
+
+
+def _tree_slots(p: int, segments: int) -> int:
+    """Messages a busiest rank receives one after another in one pass (up, or down) of a
+    pipelined tree: D + k - 1 stages, two children each, except the root's single child."""
+    if segments < 1:
+        raise ValueError(f"segments must be at least 1, got {segments}")
+    if p == 1:
+        return 0
+    fan = 1 if p <= 3 else 2  # up to three ranks the tree is a chain
+    return fan * (tree_depth(p) + segments - 2) + 1
 
 
 # --8<-- [start:formulas]
@@ -88,31 +99,25 @@ def ring_cost(p: int) -> Cost:
 
 
 def tree_cost(p: int, segments: int = 1) -> Cost:
-    """Reduce up a binary tree of depth D = ⌊log2 p⌋, then broadcast down it, each pipelined in
-    k segments (Sanders, Speck & Träff 2009 §2). An inner rank takes two children's segments in
-    turn, so a stage costs 2α + 2(n/k)β (+ 2(n/k)γ going up), and each pass is D + k - 1
-    stages: 4(D+k-1)α + 4(D+k-1)/k·nβ + 2(D+k-1)/k·nγ. For large n and k: about 4nβ.
-    (Two ranks: one child, so half of that.)"""
+    """Reduce up a binary tree of depth D = ⌈log2 p⌉, then broadcast down it, each pass
+    pipelined in k segments (Sanders, Speck & Träff 2009 §2). Segment i leaves depth d at stage
+    i + D - d; an inner rank takes its two children's segments one after the other, so most
+    stages cost 2α + 2(n/k)β (+ 2(n/k)γ going up): with s = 2(D+k-2) + 1 messages per pass,
+    2sα + 2s/k·nβ + s/k·nγ. For large n and k: about 4nβ, twice a ring."""
     _check_p(p)
-    if segments < 1:
-        raise ValueError(f"segments must be at least 1, got {segments}")
-    fan = min(2, p - 1)  # children of the root
-    stages = tree_depth(p) + segments - 1
-    return Cost(2 * fan * stages, 2 * fan * stages / segments, fan * stages / segments)
+    s = _tree_slots(p, segments)
+    return Cost(2 * s, 2 * s / segments, s / segments)
 
 
 def double_tree_cost(p: int, segments: int = 1) -> Cost:
-    """Two complementary binary trees, each carrying n/2, every rank inner in at most one (NCCL
-    2.4, Jeaugey 2019; Sanders, Speck & Träff 2009). A stage moves two half-segments in and two
-    out per rank: 2α + (n/k)β (+ (n/k)γ going up); the trees are one level deeper:
-    4(D+k)α + 2(D+k)/k·nβ + (D+k)/k·nγ. For large n and k: about 2nβ, a ring's bandwidth."""
+    """Two binary trees at once, each carrying n/2 in k segments, every rank inner in at most
+    one of them (NCCL 2.4, Jeaugey 2019; Sanders, Speck & Träff 2009): the same stages as one
+    tree, but each message is half as big: 2sα + s/k·nβ + s/(2k)·nγ. For large n and k:
+    about 2nβ, a ring's bandwidth. (With odd p, NCCL's second tree makes one rank inner in
+    both; this formula ignores it.)"""
     _check_p(p)
-    if segments < 1:
-        raise ValueError(f"segments must be at least 1, got {segments}")
-    if p <= 2:  # two ranks: both trees are one edge; same as one tree carrying halves
-        return tree_cost(p, segments)
-    stages = tree_depth(p) + segments  # depth D + 1, plus k - 1 to drain the pipeline
-    return Cost(4 * stages, 2 * stages / segments, stages / segments)
+    s = _tree_slots(p, segments)
+    return Cost(2 * s, s / segments, s / (2 * segments))
 
 
 def halving_doubling_cost(p: int) -> Cost:
@@ -121,9 +126,9 @@ def halving_doubling_cost(p: int) -> Cost:
     Otherwise the r = p - p' extra ranks first hand their buffer to a partner (α + nβ + nγ)
     and get the result back at the end (α + nβ), p' = 2^⌊lg p⌋."""
     _check_p(p)
-    q = 1 << tree_depth(p)  # p', the largest power of two ≤ p
+    lg = p.bit_length() - 1  # ⌊log2 p⌋
+    q = 1 << lg  # p', the largest power of two ≤ p
     extra = 0 if q == p else 1
-    lg = tree_depth(p)
     return Cost(2 * lg + 2 * extra, 2 * (q - 1) / q + 2 * extra, (q - 1) / q + extra)
 
 
@@ -139,15 +144,19 @@ ALGORITHMS: dict[str, Callable[[int], Cost]] = {
 
 
 # --8<-- [start:crossover]
-def predict(name: str, p: int, n_bytes: float, m: Machine) -> float:
-    """Predicted seconds for algorithm ``name`` on p ranks and n bytes. The pipelined trees get
-    their best segment count among powers of two: T(k) = a + b·k + c/k is convex in k."""
+def predict(name: str, p: int, n_bytes: float, m: Machine, segment_bytes: int | None = None) -> float:
+    """Predicted seconds for algorithm ``name`` on p ranks and n bytes. The pipelined trees cut
+    each tree's share into segments of ``segment_bytes``; if None, they get their best segment
+    count among powers of two (T(k) = a + b·k + c/k is convex in k)."""
     if name not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {name!r}: choose one of {', '.join(ALGORITHMS)}")
     if name not in ("tree", "double_tree"):
         return ALGORITHMS[name](p).time(n_bytes, m)
+    share = n_bytes / 2 if name == "double_tree" else n_bytes
+    if segment_bytes is not None:
+        return ALGORITHMS[name](p, max(1, math.ceil(share / segment_bytes))).time(n_bytes, m)  # type: ignore[call-arg]
     best, k = math.inf, 1
-    while k <= max(1.0, n_bytes / 4):  # at least one float32 per segment
+    while k <= max(1.0, share / 4):  # at least one float32 per segment
         t = ALGORITHMS[name](p, k).time(n_bytes, m)  # type: ignore[call-arg]
         if t > best:
             break

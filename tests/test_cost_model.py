@@ -63,15 +63,41 @@ def halving_doubling_schedule(p: int, n: float) -> list:
     return steps
 
 
-def perfect_tree_schedule(p: int, n: float, k: int) -> list:
-    """Heap-ordered binary tree (children 2i+1, 2i+2) with p = 2^(D+1) - 1 ranks; segment j
-    leaves depth d at stage j + (D - d) going up, and the mirror image going down."""
-    depth = [int(math.log2(i + 1)) for i in range(p)]
-    d_max, s = max(depth), n / k
-    up = [[] for _ in range(d_max + k - 1)]
-    for i in range(1, p):
-        for j in range(k):
-            up[j + d_max - depth[i]].append((i, (i - 1) // 2, s, s))
+def nccl_shaped_tree(p: int) -> dict[int, int]:
+    """parent of each rank: rank 0 is the root with one child, under it a balanced binary tree
+    of ranks 1..p-1 numbered in order (so for even p the leaves are the odd ranks)."""
+    parent = {0: -1}
+
+    def build(lo: int, hi: int, above: int) -> None:
+        if lo < hi:
+            mid = (lo + hi) // 2
+            parent[mid] = above
+            build(lo, mid, mid)
+            build(mid + 1, hi, mid)
+    build(1, p, 0)
+    return parent
+
+
+def depth_of(parent: dict[int, int], r: int) -> int:
+    d = 0
+    while parent[r] != -1:
+        d, r = d + 1, parent[r]
+    return d
+
+
+def pipelined_schedule(trees: list[dict[int, int]], n: float, k: int) -> list:
+    """Each tree carries n/len(trees) in k segments, all trees at once. Going up, segment j
+    leaves a rank at depth d at stage j + D - d; going down is the mirror image."""
+    share = n / len(trees) / k
+    up: list[list] = []
+    for parent in trees:
+        depth = {r: depth_of(parent, r) for r in parent}
+        d_max = max(depth.values())
+        for r, par in parent.items():
+            for j in range(k if par != -1 else 0):
+                stage = j + d_max - depth[r]
+                up += [[] for _ in range(stage + 1 - len(up))]
+                up[stage].append((r, par, share, share))
     down = [[(dst, src, b, 0.0) for src, dst, b, _ in stage] for stage in reversed(up)]
     return up + down
 
@@ -84,10 +110,24 @@ def test_closed_forms_match_their_schedules(p):
         assert formula(p).time(N, M) == pytest.approx(schedule_time(schedule(p, N), M), rel=1e-12), formula.__name__
 
 
-@pytest.mark.parametrize("p,k", [(2, 1), (2, 5), (3, 1), (3, 4), (7, 1), (7, 3), (15, 8)])
-def test_pipelined_tree_matches_its_schedule(p, k):
-    schedule = [[(1, 0, N / k, N / k)]] * k + [[(0, 1, N / k, 0.0)]] * k if p == 2 else perfect_tree_schedule(p, N, k)
-    assert cm.tree_cost(p, k).time(N, M) == pytest.approx(schedule_time(schedule, M), rel=1e-12)
+@pytest.mark.parametrize("p,k", [(2, 1), (2, 5), (3, 1), (3, 4), (4, 1), (4, 3), (8, 1), (8, 6), (16, 8), (32, 2)])
+def test_pipelined_trees_match_their_schedules(p, k):
+    tree = nccl_shaped_tree(p)
+    mirror = {p - 1 - r: (p - 1 - up if up != -1 else -1) for r, up in tree.items()}
+    assert cm.tree_cost(p, k).time(N, M) == pytest.approx(schedule_time(pipelined_schedule([tree], N, k), M), rel=1e-12)
+    if p % 2 == 0:  # mirrored, a leaf of one tree is an inner rank of the other
+        inner = [{q for q in t.values() if q != -1} for t in (tree, mirror)]
+        assert not inner[0] & inner[1]
+        assert cm.double_tree_cost(p, k).time(N, M) == pytest.approx(
+            schedule_time(pipelined_schedule([tree, mirror], N, k), M), rel=1e-12)
+
+
+def test_tree_depth_is_that_of_the_trees_we_build():
+    from snippets import tree_allreduce
+    for p in range(1, 70):
+        assert cm.tree_depth(p) == max(tree_allreduce.depth(p, r) for r in range(p)) == math.ceil(math.log2(p))
+        shape = nccl_shaped_tree(p)
+        assert max(depth_of(shape, r) for r in shape) == cm.tree_depth(p)
 
 
 @pytest.mark.parametrize("p", [3, 5, 8, 64, 1000])
@@ -102,14 +142,9 @@ def test_what_the_papers_say(p):
         assert hd.beta == pytest.approx(lower_bound) and hd.alpha == 2 * lg
     # double binary tree: logarithmic start-ups, and with many segments about a ring's bandwidth
     big = cm.double_tree_cost(p, 1 << 20)
-    assert cm.double_tree_cost(p, 1).alpha <= 4 * (lg + 2)
+    assert cm.double_tree_cost(p, 1).alpha <= 4 * (lg + 1)
     assert big.beta <= ring.beta * p / (p - 1) * 1.001  # ≈ 2nβ, what a ring moves as p grows
     assert big.beta < cm.tree_cost(p, 1 << 20).beta  # two trees carrying halves beat one tree
-
-
-def test_tree_depth_is_floor_log2():
-    for p in range(1, 300):
-        assert cm.tree_depth(p) == math.floor(math.log2(p))
 
 
 # --- fitting α and β: synthetic data with a known answer --------------------------------------

@@ -62,6 +62,7 @@ def busbw(size_bytes: int, seconds: float, world_size: int, collective: str = "a
     return algbw(size_bytes, seconds) * factor
 
 
+# --8<-- [start:peak_memory]
 def peak_memory_bytes(fn: Callable[[], object], device: torch.device | None = None) -> int:
     """Measured peak of the memory ``fn()`` allocates on ``device``, above what was already
     live when it started (bytes). Nothing is computed from shapes: this counts allocations.
@@ -92,3 +93,4 @@ def peak_memory_bytes(fn: Callable[[], object], device: torch.device | None = No
         live += e.nbytes()  # > 0: an allocation, < 0: a free
         peak = max(peak, live)
     return peak
+# --8<-- [end:peak_memory]

@@ -213,7 +213,7 @@ def bench(argv: list[str]) -> int:
         impls = {n: f for n, f in implementations(opts.block_q, opts.block_k).items() if n in names}
         if not opts.json:
             print(f"attention fwd+bwd, B={opts.batch} H={opts.heads} d={d} {str(dtype).removeprefix('torch.')} "
-                  f"{'causal' if opts.causal else 'full'} on {dev.type} ({torch.get_num_threads()} threads), "
+                  f"{'causal' if opts.causal else 'full'} on {dev.type} ({torch.get_num_threads()} CPU threads), "
                   f"median of {opts.iters}")
             print(HEADER)
         sweep(seq_lens, impls, B=opts.batch, H=opts.heads, d=d, causal=opts.causal, dtype=dtype, device=dev,

@@ -255,7 +255,7 @@ def check_against_sdpa(B: int, H: int, N: int, d: int, causal: bool, dtype: torc
 def main() -> dict:
     if not HAVE_TRITON:
         print0("Triton is not installed: nothing to check (pip install -e '.[triton]' to run the kernels)")
-        return {"triton": None, "checked": False}
+        return {"triton": None, "checked": False, "tables": {"check": []}}
     dev = torch.device("cpu" if INTERPRETED else "cuda")
     mode = "interpreted on the CPU (TRITON_INTERPRET=1)" if INTERPRETED else f"compiled for {torch.cuda.get_device_name()}"
     # The interpreter walks each tile in Python, so the CPU check stays tiny; N = 37 is not

@@ -139,7 +139,7 @@ def test_main_runs_the_interpreted_check_from_the_command_line():
 def test_without_triton_the_module_imports_and_explains():
     code = ("import sys; sys.modules['triton'] = None\n"  # makes `import triton` fail
             "import torch, snippets.flash_attention_triton as m\n"
-            "assert m.main() == {'triton': None, 'checked': False}\n"
+            "assert m.main() == {'triton': None, 'checked': False, 'tables': {'check': []}}\n"
             "try:\n    m.flash_attention_triton(*(torch.randn(1, 1, 4, 32),) * 3)\n"
             "except RuntimeError as e:\n    print('refused:', e)\n")
     proc = _run(["-c", code])

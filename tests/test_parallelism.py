@@ -3,19 +3,16 @@ ranks, and the recorded pipeline schedule must have GPipe's bubble."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from fractions import Fraction
 
 import pytest
 import torch
 import torch.distributed as dist
 import torch.nn as nn
-from conftest import REPO
 from torch.testing import assert_close
 
 from snippets import parallelism as par
-from snippets._runtime import launch
+from snippets._runtime import launch, snippet_options
 
 CONFIGS = [
     par.Config(),  # the defaults main() uses (with L raised to p when p > 6)
@@ -132,8 +129,11 @@ def test_split_sizes_rejects_empty_parts(n: int, parts: int) -> None:
         par.split_sizes(n, parts, "blocks")
 
 
-def test_bad_option_is_one_line_and_exit_2() -> None:
-    proc = subprocess.run([sys.executable, "-m", "snippets", "run", "parallelism", "--micro-batches", "0"],
-                          cwd=REPO, capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 2
-    assert proc.stderr.count("\n") == 1 and "--micro-batches" in proc.stderr
+@pytest.mark.parametrize("argv", [["--micro-batches", "0"], ["--batch", "-3"], ["--layers", "two"]])
+def test_bad_option_is_one_line_and_exit_2(argv: list[str], capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as exit_:  # the parser `python -m snippets run parallelism` uses
+        snippet_options(par, argv, "python -m snippets run parallelism")
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and argv[0] in err
+    assert snippet_options(par, ["--micro-batches", "8"], "p") == {"micro_batches": 8, "batch": par.Config.B, "layers": None}

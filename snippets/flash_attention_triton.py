@@ -272,7 +272,7 @@ def main() -> dict:
                 worst = max(err.values())
                 assert worst <= tolerance[dtype], f"{dtype} causal={causal} (B,H,N,d)={(B, H, N, d)}: {err}"
                 rows.append({"shape (B,H,N,d)": f"{B},{H},{N},{d}", "dtype": str(dtype).removeprefix("torch."),
-                             "causal": causal, **{f"max|Δ{k}|": v for k, v in err.items()}})
+                             "causal": causal, **{f"max error {k}": v for k, v in err.items()}})
                 print0(f"  {rows[-1]['shape (B,H,N,d)']:>12} {rows[-1]['dtype']:>8} causal={causal!s:5}  "
                        + "  ".join(f"{k} {v:.1e}" for k, v in err.items()) + f"  ≤ {tolerance[dtype]:g} ✓")
     return {"triton": triton.__version__, "interpreted": INTERPRETED, "checked": True, "tables": {"check": rows}}

@@ -162,7 +162,11 @@ def main(size: str = "auto", iters: int = 5) -> dict:
     if backend == "gloo":
         print0("(gloo on a CPU: NCCL_P2P_DISABLE changes nothing here, both variants are the same transport, "
                "so this ratio is noise, not a result)")
-    return {"tables": {"steps": rows}, "ratio_off_over_on": ratio, "config": asdict(cfg), "backend": backend}
+    table = [{"variant": r["variant"], "NCCL_P2P_DISABLE": r["NCCL_P2P_DISABLE"], "backend": r["backend"],
+              "ranks": r["ranks"], "parameters": r["params"], "ms/step": r["step_s"] * 1e3,
+              "÷ P2P on": r["step_s"] / rows[0]["step_s"]} for r in rows]
+    return {"tables": {"steps": table}, "runs": rows, "ratio_off_over_on": ratio, "config": asdict(cfg),
+            "backend": backend}
 
 
 if __name__ == "__main__":

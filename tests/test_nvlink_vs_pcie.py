@@ -47,9 +47,9 @@ def test_ddp_matches_full_batch_three_ranks() -> None:
 def test_both_variants_and_their_environment(capsys) -> None:
     before = os.environ.get("NCCL_P2P_DISABLE")
     out = main(size="tiny", iters=2)
-    assert [r["NCCL_P2P_DISABLE"] for r in out["tables"]["steps"]] == ["0", "1"]  # read inside the spawned ranks
+    assert [r["NCCL_P2P_DISABLE"] for r in out["runs"]] == ["0", "1"]  # read inside the spawned ranks
     assert os.environ.get("NCCL_P2P_DISABLE") == before  # the parent's environment is put back
-    steps = out["tables"]["steps"]
+    steps = out["runs"]
     assert out["ratio_off_over_on"] == pytest.approx(steps[1]["step_s"] / steps[0]["step_s"])
     if out["backend"] == "gloo":
         assert "ratio is noise" in capsys.readouterr().out

@@ -186,11 +186,13 @@ def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
 
 
 def _config(d: int, dtype: torch.dtype) -> dict:
-    # Small tiles under the interpreter (NumPy does the work, tile by tile); 64×64 on a GPU,
-    # which fits shared memory for d = 128 in fp32 as well.
-    block = 16 if INTERPRETED else 64
-    return dict(BLOCK_M=block, BLOCK_N=block, BLOCK_D=max(16, triton.next_power_of_2(d)),
-                PRECISION="ieee" if dtype == torch.float32 else "tf32")
+    # Small tiles under the interpreter (NumPy does the work, tile by tile). On a GPU, 64×64
+    # tiles, or 32×32 for fp32 with d > 64, so that the tiles of K, V (or Q, dO), double
+    # buffered, stay well inside shared memory. Untuned: no autotuning here.
+    block_d = max(16, triton.next_power_of_2(d))
+    block = 16 if INTERPRETED else (32 if dtype == torch.float32 and block_d > 64 else 64)
+    return dict(BLOCK_M=block, BLOCK_N=block, BLOCK_D=block_d, PRECISION="ieee" if dtype == torch.float32 else "tf32",
+                num_warps=4, num_stages=2)  # the last two are launch options (the interpreter ignores them)
 
 
 # --8<-- [start:function]

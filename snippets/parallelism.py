@@ -295,12 +295,13 @@ def schedule_rows(schedules: list[list[tuple[int, int]]]) -> list[dict]:
 
 
 def schedule_gantt(schedules: list[list[tuple[int, int]]], title: str) -> str:
-    """The recorded schedule as a mermaid Gantt chart: one row per stage, time in clock steps."""
-    lines = ["```mermaid", "---", "displayMode: compact", "---", "gantt", f"    title {title}",
-             "    dateFormat X", "    axisFormat %s"]
+    """The recorded schedule as a mermaid Gantt chart: one row per stage, one clock step
+    drawn as one second (mermaid wants dates: milliseconds since 0, shown as seconds)."""
+    lines = ["```mermaid", "---", "config:", "  gantt:", "    displayMode: compact", "---", "gantt",
+             f"    title {title}", "    dateFormat x", "    axisFormat %s", "    tickInterval 1second"]
     for rank, s in enumerate(schedules):
         lines.append(f"    section rank {rank}")
-        lines += [f"    F{j} : {step}, {step + 1}" for j, step in s]
+        lines += [f"    F{j} : s{rank}m{j}, {1000 * step}, {1000 * (step + 1)}" for j, step in s]
     return "\n".join(lines + ["```"])
 
 
@@ -345,7 +346,7 @@ def main(micro_batches: int = Config.m, batch: int = Config.B, layers: int | Non
         print0("   " + r["stage"] + "  " + " ".join(f"{c:>3}" for k, c in r.items() if k != "stage"))
     print0(f"tensor parallel  hidden units per rank {split_sizes(cfg.h, p, 'hidden units')}; "
            f"{2 * cfg.L} all-reduces of ({cfg.B}, {cfg.d}); max|Δ y, ∂x, ∂W| = {worst['tensor']:.1e} ✓")
-    gantt = schedule_gantt(schedules, f"GPipe forward, p = {p} stages, m = {cfg.m} micro-batches (recorded)")
+    gantt = schedule_gantt(schedules, f"GPipe forward, p = {p} stages, m = {cfg.m} micro-batches, in recorded clock steps")
     return {"tables": {**tables, "schedule": grid}, "markdown": {"gantt": gantt}, "world_size": p,
             "bubble": float(bubble), "config": asdict(cfg)}
 

@@ -24,6 +24,7 @@ fits α, β, γ on the same ranks (snippets.cost_model) and plots measured again
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -45,18 +46,25 @@ SPEC = Spec(summary="our all-reduce algorithms vs torch's built-in: time, algbw,
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
 DEFAULT_SIZES = ["4K", "64K", "1M", "16M", "64M"]
 # our algorithm's name → the snippets.cost_model formula that predicts it
-MODEL_OF = {"naive": "naive_reduce_broadcast", "ring": "ring", "tree": "tree",
-            "double_tree": "double_tree", "halving_doubling": "halving_doubling"}
+MODEL_OF = {"naive_root": "naive_reduce_broadcast", "naive_everyone": "naive_all_to_all", "ring": "ring",
+            "tree": "tree", "double_tree": "double_tree", "halving_doubling": "halving_doubling"}
 
 
 def algorithms(collective: str) -> dict[str, Callable]:
     """Ours for each collective; same arguments as torch's function of the same name."""
     if collective == "all_reduce":
         from snippets import allreduce as ar
-        return {"naive": ar.naive_allreduce, "ring": ar.ring_allreduce, "tree": ar.tree_allreduce,
-                "double_tree": ar.double_tree_allreduce, "halving_doubling": ar.halving_doubling_allreduce}
+        return {"naive_root": ar.naive_allreduce, "naive_everyone": functools.partial(ar.naive_allreduce, variant="everyone"),
+                "ring": ar.ring_allreduce, "tree": ar.tree_allreduce, "double_tree": ar.double_tree_allreduce,
+                "halving_doubling": ar.halving_doubling_allreduce}
     from snippets import collectives
     return {"ring": getattr(collectives, collective)}
+
+
+def segment_bytes(name: str) -> int | None:
+    """The segment size our pipelined trees cut each tree's share into (for the prediction)."""
+    from snippets import tree_allreduce
+    return tree_allreduce.SEGMENT_BYTES if name in ("tree", "double_tree") else None
 
 
 # --8<-- [start:buffers]
@@ -88,7 +96,7 @@ BUILTIN = {"all_reduce": dist.all_reduce, "all_gather": dist.all_gather, "reduce
 
 
 # --8<-- [start:measure]
-def check(collective: str, ours: Callable, numel: int, p: int) -> None:
+def check(collective: str, name: str, ours: Callable, numel: int, p: int) -> None:
     """Ours must equal the built-in exactly on integer-valued float32 (sums stay exact)."""
     g = torch.Generator().manual_seed(1000 + dist.get_rank())
     data = torch.randint(-64, 64, (numel * (p if collective == "reduce_scatter" else 1),), generator=g)
@@ -98,16 +106,17 @@ def check(collective: str, ours: Callable, numel: int, p: int) -> None:
         call, result = make_call(collective, fn, numel, p, fill=data)
         call()
         results.append(result())
-    assert torch.equal(results[0], results[1]), f"{collective}: {ours.__name__} disagrees with torch's built-in"
+    assert torch.equal(results[0], results[1]), f"{collective}: {name} disagrees with torch's built-in"
 
 
-def paired_times(ours: Callable[[], None], builtin: Callable[[], None], iters: int) -> tuple[float, float]:
+def paired_times(ours: Callable[[], None], builtin: Callable[[], None], iters: int,
+                 group: dist.ProcessGroup | None = None) -> tuple[float, float]:
     """Median seconds of each, measured alternately: one call of ours, one of the built-in."""
     dev, a, b = device(), [], []
     ours(), builtin()  # warm-up: connections, allocations, caches
     for _ in range(iters):
-        a.append(time_it(ours, warmup=0, iters=1, device=dev))
-        b.append(time_it(builtin, warmup=0, iters=1, device=dev))
+        a.append(time_it(ours, warmup=0, iters=1, device=dev, group=group))
+        b.append(time_it(builtin, warmup=0, iters=1, device=dev, group=group))
     return statistics.median(a), statistics.median(b)
 
 
@@ -120,7 +129,7 @@ def sweep(collective: str, sizes: Sequence[int], names: Sequence[str], iters: in
         numel = per_rank_numel(collective, size, p)
         nbytes = numel * 4 * (1 if collective == "all_reduce" else p)  # S as nccl-tests counts it
         for name in names:
-            check(collective, ours[name], numel, p)
+            check(collective, name, ours[name], numel, p)
             t, t_builtin = paired_times(make_call(collective, ours[name], numel, p)[0],
                                         make_call(collective, BUILTIN[collective], numel, p)[0], iters)
             rec = {"collective": collective, "algorithm": name, "world_size": p, "size_bytes": nbytes,
@@ -128,7 +137,7 @@ def sweep(collective: str, sizes: Sequence[int], names: Sequence[str], iters: in
                    "builtin_time_s": t_builtin, "builtin_busbw": busbw(nbytes, t_builtin, p, collective),
                    "ratio": t_builtin / t, "backend": dist.get_backend()}
             if machine is not None and collective == "all_reduce" and name in MODEL_OF:
-                rec["predicted_time_s"] = cost_model.predict(MODEL_OF[name], p, nbytes, machine)
+                rec["predicted_time_s"] = cost_model.predict(MODEL_OF[name], p, nbytes, machine, segment_bytes(name))
             records.append(rec)
             print0(json.dumps(rec) if as_json else format_row(rec))
     return records
@@ -185,26 +194,51 @@ def bench(argv: list[str]) -> int:
 
 
 # --8<-- [start:main]
-def main() -> dict:
+def ring_target(size: int, p: int, iters: int = 3) -> dict:
+    """Our ring beside the built-in at one size on the first p ranks (the others wait)."""
+    from snippets.allreduce import ring_allreduce
+    sub = dist.new_group(list(range(p)))  # every rank must create it, members or not
+    row = {"ranks": p, "size": f"{size >> 20} MiB"}
+    if dist.get_rank() < p:
+        ours = make_call("all_reduce", functools.partial(ring_allreduce, group=sub), size // 4, p)[0]
+        theirs = make_call("all_reduce", functools.partial(dist.all_reduce, group=sub), size // 4, p)[0]
+        t, t_builtin = paired_times(ours, theirs, iters, group=sub)
+        row |= {"ring busbw (GB/s)": busbw(size, t, p) / 1e9, "built-in busbw (GB/s)": busbw(size, t_builtin, p) / 1e9,
+                "ring / built-in": t_builtin / t}
+    dist.barrier()
+    dist.destroy_process_group(sub)
+    return row
+
+
+def main(target_mib: int = 64) -> dict:
     p = dist.get_world_size()
     machine, _ = cost_model.measure_machine([2 ** e for e in range(3, 24, 4)])  # 8 B … 8 MiB, ranks 0 ↔ 1
     print0(f"α = {machine.alpha * 1e6:.1f} µs, β = {machine.beta * 1e9:.3f} ns/B, γ = {machine.gamma * 1e9:.3f} ns/B "
            f"(ping-pong between ranks 0 and 1, local adds)")
     sizes = [4 << 10, 64 << 10, 1 << 20, 4 << 20]
-    records = sweep("all_reduce", sizes, list(algorithms("all_reduce")), iters=3, machine=machine)
-    assert all(r["ratio"] > 0 for r in records)
+    records = sweep("all_reduce", sizes, list(algorithms("all_reduce")), iters=5, machine=machine)
     table = [{"size": f"{r['size_bytes'] >> 10} KiB", "algorithm": r["algorithm"], "time (ms)": r["time_s"] * 1e3,
               "α-β-γ predicted (ms)": r["predicted_time_s"] * 1e3, "busbw (GB/s)": r["busbw"] / 1e9,
               "built-in busbw (GB/s)": r["builtin_busbw"] / 1e9, "ours / built-in": r["ratio"]} for r in records]
-    series = {f"{name} measured": [(r["size_bytes"], r["time_s"]) for r in records if r["algorithm"] == name]
-              for name in ("ring", "double_tree", "halving_doubling")}
-    series["built-in measured"] = [(r["size_bytes"], r["builtin_time_s"]) for r in records if r["algorithm"] == "ring"]
-    predicted = {f"{name} α-β-γ": [(r["size_bytes"], r["predicted_time_s"]) for r in records if r["algorithm"] == name]
-                 for name in ("ring", "double_tree", "halving_doubling")}
-    chart = line_chart({**series, **predicted}, title=f"All-reduce on {p} ranks: measured (solid) vs predicted (dashed)",
+    best = [{"size": f"{s >> 10} KiB", "best of ours": max((r for r in records if r["size_bytes"] == s), key=lambda r: r["ratio"])["algorithm"],
+             "best / built-in": max(r["ratio"] for r in records if r["size_bytes"] == s)} for s in sizes]
+    target = [ring_target(target_mib << 20, q) for q in sorted({2, p})] if target_mib else []
+    for row in best + target:
+        print0("  " + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()))
+    shown = ("ring", "double_tree", "halving_doubling")
+    series = {f"{name}": [(r["size_bytes"], r["time_s"]) for r in records if r["algorithm"] == name] for name in shown}
+    series["built-in"] = [(r["size_bytes"], r["builtin_time_s"]) for r in records if r["algorithm"] == "ring"]
+    predicted = {f"{name} (α-β-γ)": [(r["size_bytes"], r["predicted_time_s"]) for r in records if r["algorithm"] == name]
+                 for name in shown}
+    chart = line_chart({**series, **predicted}, title=f"All-reduce on {p} ranks: measured (solid), predicted (dashed)",
                        x_label="buffer size (bytes)", y_label="seconds", log_x=True, log_y=True, dashed=list(predicted))
     return {"records": records, "alpha_s": machine.alpha, "beta_s_per_byte": machine.beta,
-            "gamma_s_per_byte": machine.gamma, "tables": {"sweep": table}, "figures": {"sweep": chart}}
+            "gamma_s_per_byte": machine.gamma, "tables": {"sweep": table, "best": best, "target": target},
+            "figures": {"sweep_plot": chart}}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--target-mib", type=int, default=64, help="size of the ring-vs-built-in check (0: skip)")
 # --8<-- [end:main]
 
 

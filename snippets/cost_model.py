@@ -295,7 +295,7 @@ def main() -> dict:
                                  x_label="buffer size n (bytes)", y_label="seconds", log_x=True, log_y=True)
     return {"alpha_s": m.alpha, "beta_s_per_byte": m.beta, "gamma_s_per_byte": m.gamma, **raw,
             "tables": {"pingpong": ping, "ring_latency": ring_rows, "crossover": cross_rows},
-            "figures": {"pingpong": chart, "predicted": predicted_chart}}
+            "figures": {"pingpong_plot": chart, "predicted_plot": predicted_chart}}
 
 
 if __name__ == "__main__":

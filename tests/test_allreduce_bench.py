@@ -35,7 +35,7 @@ def expected_bytes(collective: str, size: int, n: int) -> int:
 
 
 @pytest.mark.parametrize("collective,n,algos", [
-    ("all_reduce", 3, {"naive", "ring", "tree", "double_tree", "halving_doubling"}),
+    ("all_reduce", 3, {"naive_root", "naive_everyone", "ring", "tree", "double_tree", "halving_doubling"}),
     ("all_gather", 3, {"ring"}),
     ("reduce_scatter", 2, {"ring"}),
 ])
@@ -102,12 +102,12 @@ def _on_ranks() -> dict:
     import torch.distributed as dist
     out = {}
     try:
-        ab.check("all_reduce", _do_nothing, 1001, dist.get_world_size())
+        ab.check("all_reduce", "do_nothing", _do_nothing, 1001, dist.get_world_size())
         out["caught"] = False
     except AssertionError as exc:
         out["caught"] = "disagrees" in str(exc)
     out["records"] = ab.sweep("reduce_scatter", [3 * 4 * 7 + 4], ["ring"], iters=1)  # 7 elements per rank
-    out["main"] = ab.main()
+    out["main"] = ab.main(target_mib=1)
     return out
 
 
@@ -116,9 +116,11 @@ def test_wrong_algorithm_is_caught_and_main_reports():
     assert all(r["caught"] for r in out)
     assert out[0]["records"][0]["size_bytes"] == 3 * 4 * 7
     main = out[0]["main"]
-    assert {r["algorithm"] for r in main["records"]} == {"naive", "ring", "tree", "double_tree", "halving_doubling"}
+    assert {r["algorithm"] for r in main["records"]} == set(ab.MODEL_OF)
     assert all(r["predicted_time_s"] > 0 and r["builtin_busbw"] > 0 for r in main["records"])
-    assert main["figures"]["sweep"].startswith("<svg") and len(main["tables"]["sweep"]) == len(main["records"])
+    assert main["figures"]["sweep_plot"].startswith("<svg") and len(main["tables"]["sweep"]) == len(main["records"])
+    assert [row["ranks"] for row in main["tables"]["target"]] == [2, 3]
+    assert all(row["ring / built-in"] > 0 for row in main["tables"]["target"])
 
 
 @pytest.mark.gpu

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import math
 import random
+import subprocess
+import sys
 
 import pytest
+import torch
 import torch.distributed as dist
 
 from snippets import cost_model as cm
@@ -239,3 +242,12 @@ def test_main_fits_and_reports_on_three_ranks():
     assert len(r["ping_pong_s"]) == len(r["sizes"]) and all(t > 0 for t in r["ping_pong_s"])
     assert {"pingpong", "ring_latency", "crossover"} <= set(r["tables"])
     assert all(svg.startswith("<svg") for svg in r["figures"].values())
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs")
+def test_main_on_nccl():
+    proc = subprocess.run([sys.executable, "-m", "snippets", "run", "cost_model", "-n", "2", "--backend", "nccl"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "α =" in proc.stdout

@@ -12,6 +12,7 @@ underline codes, an extra ``GPU NUMA ID`` column, ``SOC`` from old drivers.
 from __future__ import annotations
 
 import argparse
+import itertools
 import re
 import shutil
 import subprocess
@@ -19,7 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from snippets._runtime import Spec, UsageError, main_entry, print0
-from snippets.topology_model import best_ring, link_bandwidth, predicted_busbw, ring_links, tp_groups
+from snippets.topology_model import (best_ring, brute_force_ring_key, link_bandwidth, predicted_busbw, ring_links,
+                                     tp_groups)
 
 SPEC = Spec(summary="parse nvidia-smi topo -m: links, affinity, best ring, TP groups, diagram")
 
@@ -96,10 +98,10 @@ def _header_columns(line: str) -> list[str]:
     cols = []
     for cell in re.split(r"\t| {2,}", line.strip()):
         words = cell.split()
-        if words and all(_DEVICE.fullmatch(w) for w in words):
-            cols += words  # 'GPU0 GPU1' squeezed by a copy-paste: still two columns
-        elif words:
-            cols.append(" ".join(words))
+        k = next((i for i, w in enumerate(words) if not _DEVICE.fullmatch(w)), len(words))
+        cols += words[:k]  # 'GPU0 GPU1' squeezed to single spaces by a copy-paste: still two columns
+        rest = " ".join(words[k:])  # and 'CPU Affinity NUMA Affinity' still two names
+        cols += [c for c in re.split(r"(?<=Affinity)\s+|(?<=NUMA ID)\s+", rest) if c]
     return cols
 
 
@@ -115,7 +117,7 @@ def parse_topology(text: str) -> Topology:
     columns = _header_columns(lines[at])
     rows: list[tuple[int, list[str]]] = []  # (line number, tokens) of each matrix row
     for i in range(at + 1, len(lines)):
-        if not lines[i].strip() or lines[i].lstrip().startswith("Legend"):
+        if not lines[i].strip() or "Legend" in lines[i]:
             break
         rows.append((i + 1, lines[i].split()))
     names = [tokens[0] for _, tokens in rows]
@@ -177,7 +179,9 @@ def mermaid(topo: Topology) -> str:
         out += [f'  subgraph numa_{re.sub(r"[^0-9A-Za-z]", "_", numa)}["NUMA {numa}"]'] if boxed else []
         out += [f"  {name}" for name in members] + (["  end"] if boxed else [])
     g = [topo.index(d.name) for d in topo.gpus]
-    edges = [(a, b) for i, a in enumerate(g) for b in g[i + 1:] if link_kind(topo.matrix[a][b]) != "cross-socket"]
+    boxes = [topo.devices[a].numa_affinity if topo.devices[a].numa_affinity not in (None, "N/A") else a for a in g]
+    edges = [(a, b) for i, a in enumerate(g) for j, b in enumerate(g) if i < j and not (  # boxes say "across sockets"
+             link_kind(topo.matrix[a][b]) == "cross-socket" and isinstance(boxes[i], str) and boxes[i] != boxes[j])]
     for x in (topo.index(d.name) for d in topo.nics):
         near = min(_closeness(topo.matrix[x][a]) for a in g)
         edges += [(a, x) for a in g if _closeness(topo.matrix[x][a]) == near]
@@ -260,28 +264,38 @@ def main(file: str | None = None, pcie_gen: int | None = None, nvlink_gen: int |
     pcie_gen, nvlink_gen = pcie_gen or guessed[0], nvlink_gen or guessed[1]
     print0(f"{source}: {n} GPU(s), {len(topo.nics)} NIC(s); PCIe {pcie_gen}.0 and NVLink {nvlink_gen} "
            f"assumed (--pcie-gen/--nvlink-gen to change)")
-    pairs = [{"pair": f"{a.name}-{b.name}", "link": topo.link(a.name, b.name), "kind": link_kind(topo.link(a.name, b.name)),
-              "GB/s": link_bandwidth(topo.link(a.name, b.name), pcie_gen=pcie_gen, nvlink_gen=nvlink_gen)}
+    pairs = [{"pair": f"{a.name}-{b.name}", "link": topo.link(a.name, b.name), "kind": link_kind(topo.link(a.name, b.name))}
              for i, a in enumerate(gpus) for b in gpus[i + 1:]]
+    def nearest_nics(gpu: str) -> str:  # the NICs fewest bridges away, unless that means crossing sockets
+        near = min((_closeness(topo.link(gpu, x.name)) for x in topo.nics), default=None)
+        return ", ".join(x.alias or x.name for x in topo.nics if _closeness(topo.link(gpu, x.name)) == near
+                         and link_kind(topo.link(gpu, x.name)) != "cross-socket") or "-"
     affinity = [{"gpu": d.name, "CPU affinity": d.cpu_affinity or "-", "NUMA": d.numa_affinity or "-",
-                 "nearest NIC": ", ".join(x.alias or x.name for x in topo.nics
-                                          if link_kind(topo.link(d.name, x.name)) == "pcie-switch") or "-"}
-                for d in gpus]
+                 "nearest NIC": nearest_nics(d.name)} for d in gpus]
     for row in affinity:
         print0(f"  {row['gpu']}: CPUs {row['CPU affinity']}, NUMA {row['NUMA']}, nearest NIC {row['nearest NIC']}")
     result: dict = {"source": source, "gpus": n, "nics": len(topo.nics),
                     "tables": {"pairs": pairs, "affinity": affinity}, "markdown": {"diagram": mermaid(topo)}}
-    if n < 2:
-        print0("one GPU: no peers, so no ring and no groups to choose")
+    if not 2 <= n <= 10:
+        print0(f"{n} GPU(s): " + ("no peers, so no ring and no groups to choose" if n < 2 else
+                                  "too many for the brute-force ring search (at most 10)"))
         return result
-    w = topo.gpu_bandwidths(pcie_gen, nvlink_gen)  # [n, n] GB/s per direction
+    try:
+        w = topo.gpu_bandwidths(pcie_gen, nvlink_gen)  # [n, n] GB/s per direction
+    except ValueError as exc:  # a link code newer than this model (the parser accepted it from the legend)
+        print0(f"no ring: {exc}")
+        return result
+    for row, (i, j) in zip(pairs, itertools.combinations(range(n), 2)):  # the same order as pairs
+        row["GB/s"] = w[i][j]
     ring = best_ring(w)
     naive = list(range(n))
     for name, order in (("naive ring", naive), ("best ring", ring)):
         hops = ring_links(order, w)
         print0(f"{name:>10}: {' → '.join(gpus[g].name for g in order)} → {gpus[order[0]].name}; slowest hop "
                f"{min(hops):g} GB/s → predicted all-reduce busbw {predicted_busbw(w, order):g} GB/s")
-    assert min(ring_links(ring, w)) >= min(ring_links(naive, w)), "the best ring lost to the naive one"
+    hops = ring_links(ring, w)
+    if n <= 8:  # the oracle: every one of the n! orders, no shortcuts
+        assert (min(hops), sum(hops)) == brute_force_ring_key(w), "best_ring missed a better ring"
     assert abs(predicted_busbw(w, ring) - min(ring_links(ring, w))) < 1e-9  # busbw of a ring = its slowest hop
     groups = []
     for size in (k for k in range(2, n) if n % k == 0):

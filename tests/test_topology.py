@@ -68,6 +68,9 @@ def test_extra_column_and_older_layout() -> None:
             "GPU0\t X \tNV4\t0-7\t0\tabc\nGPU1\tNV4\t X \t8-15\t1\tdef\n")
     topo = parse_topology(text)
     assert topo.gpus[1].numa_affinity == "1" and topo.gpus[1].extra == {"Future Column": "def"}
+    squeezed = parse_topology("     GPU0 GPU1 CPU Affinity NUMA Affinity\nGPU0 X NV4 0-7 0\nGPU1 NV4 X 8-15 1\nNIC Legend:\n")
+    assert squeezed.link("GPU0", "GPU1") == "NV4" and squeezed.gpus[1].cpu_affinity == "8-15"
+    assert squeezed.gpus[1].numa_affinity == "1"
     one = parse_topology("\tGPU0\tCPU Affinity\tNUMA Affinity\nGPU0\t X \t0-63\t0\n")
     assert len(one.gpus) == 1 and one.matrix == [["X"]]
     # a code the driver's own legend defines is accepted even if we have never seen it
@@ -103,7 +106,7 @@ def test_diagram_colours_links_by_kind() -> None:
         text = mermaid(topo)
         assert text.startswith("```mermaid\nflowchart") and text.endswith("```")
         edges = re.findall(r"^  (\S+) ---\|(\S+)\| (\S+)$", text, re.M)
-        styles = dict(re.findall(r"^  linkStyle (\d+) (\S+)$", text, re.M))
+        styles = dict(re.findall(r"^  linkStyle (\d+) (.+)$", text, re.M))
         assert len(styles) == len(edges) > 0
         colour = {"nvlink": "#2ca02c", "pcie-switch": "#1f77b4", "host-bridge": "#9467bd", "numa-node": "#ff7f0e",
                   "cross-socket": "#d62728"}
@@ -112,9 +115,12 @@ def test_diagram_colours_links_by_kind() -> None:
             assert colour[link_kind(code)] in styles[str(i)]
         for g in topo.gpus:
             assert re.search(rf"^  {g.name}\b", text, re.M)
+    # two GPUs across sockets with no NUMA boxes to say so: the SYS link is drawn
+    bare = mermaid(parse_topology("\tGPU0\tGPU1\nGPU0\t X \tSYS\nGPU1\tSYS\t X \n"))
+    assert "GPU0 ---|SYS| GPU1" in bare and "#d62728" in bare
 
 
-def test_main_on_every_fixture_and_the_sample(capsys) -> None:
+def test_main_on_every_fixture_and_the_sample(tmp_path: Path) -> None:
     for case in _expected(FIXTURES):
         out = main(file=str(FIXTURES / case["file"]))
         assert out["gpus"] == case["gpus"] and "```mermaid" in out["markdown"]["diagram"]
@@ -122,6 +128,12 @@ def test_main_on_every_fixture_and_the_sample(capsys) -> None:
     assert dgx1["busbw_gbps"] == 50.0  # the NV2 links alone close a ring: 0-3-2-1-5-6-7-4
     mixed = main(file=str(FIXTURES / "mixed_4gpu_bridged_pairs.txt"))
     assert mixed["tables"]["tp_groups"][0]["groups"] == "0,1 | 2,3"  # keep each bridged pair together
+    assert [r["nearest NIC"] for r in mixed["tables"]["affinity"]] == ["mlx5_0", "mlx5_0", "-", "-"]
+    h100 = main(file=str(FIXTURES / "h100_nv18_4nic_ansi.txt"))
+    assert [r["nearest NIC"] for r in h100["tables"]["affinity"]][::2] == ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
+    odd = tmp_path / "c2c.txt"
+    odd.write_text("\tGPU0\tGPU1\nGPU0\t X \tC2C\nGPU1\tC2C\t X \n\nLegend:\n  C2C  = chip to chip\n")
+    assert "ring" not in main(file=str(odd))  # parsed, but this model has no bandwidth for C2C: it says so
     sample = main()  # no nvidia-smi here: it must say so and explain the sample
     assert "sample" in sample["source"] or "nvidia-smi" in sample["source"]
     assert guess_generations(parse_topology(SAMPLE)) == (3, 2)

@@ -346,7 +346,7 @@ def main(micro_batches: int = Config.m, batch: int = Config.B, layers: int | Non
         print0("   " + r["stage"] + "  " + " ".join(f"{c:>3}" for k, c in r.items() if k != "stage"))
     print0(f"tensor parallel  hidden units per rank {split_sizes(cfg.h, p, 'hidden units')}; "
            f"{2 * cfg.L} all-reduces of ({cfg.B}, {cfg.d}); max|Δ y, ∂x, ∂W| = {worst['tensor']:.1e} ✓")
-    gantt = schedule_gantt(schedules, f"GPipe forward, p = {p} stages, m = {cfg.m} micro-batches, in recorded clock steps")
+    gantt = schedule_gantt(schedules, f"GPipe forward, p = {p}, m = {cfg.m}: recorded clock steps")
     return {"tables": {**tables, "schedule": grid}, "markdown": {"gantt": gantt}, "world_size": p,
             "bubble": float(bubble), "config": asdict(cfg)}
 

@@ -105,7 +105,10 @@ def test_every_split_matches_the_unsplit_model(p: int) -> None:
     assert sum(row["params"] for row in result["tables"]["model"]) == result["tables"]["data"][0]["params"]
     assert sum(row["params"] for row in result["tables"]["tensor"]) == (
         result["tables"]["data"][0]["params"] + (p - 1) * par.Config.d * max(par.Config.L, p))  # b2 is replicated
-    assert result["markdown"]["gantt"].count(" : ") == p * par.Config.m
+    gantt = result["markdown"]["gantt"]  # drawn from the recorded schedule: stage s, micro-batch j at s + j
+    assert gantt.count(" : ") == p * par.Config.m
+    assert all(f"F{j} : s{s}m{j}, {1000 * (s + j)}, {1000 * (s + j + 1)}\n" in gantt
+               for s in range(p) for j in range(par.Config.m))
 
 
 @pytest.mark.parametrize("p, m", [(1, 1), (2, 1), (4, 4), (4, 8), (5, 3), (8, 32)])
@@ -136,4 +139,5 @@ def test_bad_option_is_one_line_and_exit_2(argv: list[str], capsys: pytest.Captu
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and argv[0] in err
-    assert snippet_options(par, ["--micro-batches", "8"], "p") == {"micro_batches": 8, "batch": par.Config.B, "layers": None}
+    good = snippet_options(par, ["--micro-batches", "8"], "p")
+    assert good == {"micro_batches": 8, "batch": par.Config.B, "layers": None}

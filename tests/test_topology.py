@@ -146,3 +146,13 @@ def test_cli_bad_file_is_one_line_exit_2(tmp_path: Path) -> None:
                          cwd=REPO, capture_output=True, text=True, timeout=120)
     assert run.returncode == 2, run.stderr
     assert run.stderr.count("\n") == 1 and "error:" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_diagram_is_written_as_a_results_part(tmp_path: Path) -> None:
+    from snippets import _results
+    record = {"command": "python -m snippets run topology", "output": "ok", "result": main(),
+              "provenance": _results.provenance("cpu", "none", 1)}
+    _results.write(tmp_path, "topology", record)
+    text = (tmp_path / "topology.diagram.md").read_text(encoding="utf-8")
+    assert text.startswith("```mermaid\nflowchart LR") and "cp-provenance" in text
+    assert (tmp_path / "topology.tp_groups.md").exists()

@@ -108,9 +108,6 @@ def main(size_mib: float | None = None, iters: int = 5) -> dict:
             lat[src][dst] = ping_pong_seconds(src, dst, dev, iters) * 1e6
             rows.append({"from": src, "to": dst, "transport": transport, "MiB": numel * 4 / 2**20,
                          "GB/s": bw[src][dst], "latency (µs)": lat[src][dst]})
-    ok = torch.tensor([1.0], device=dev)
-    dist.all_reduce(ok, op=dist.ReduceOp.MIN)  # every receiver checked its payload
-    assert ok.item() == 1.0
     assert all(bw[i][j] > 0 and lat[i][j] > 0 for i in range(p) for j in range(p) if i != j)
 
     copies = [{"from": "-", "to": "-", "GB/s": "no CUDA device on this machine"}]

@@ -3,6 +3,7 @@ from another host."""
 
 from __future__ import annotations
 
+import json
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -53,17 +54,30 @@ def test_every_note_has_a_scalar_date_title_and_series() -> None:
         assert meta["title"] and meta["categories"] and meta.get("description")
 
 
-@pytest.mark.parametrize("feed", ["feed_rss_created.xml", "feed_json_created.json"])
-def test_feeds_parse_with_one_entry_per_note(built_site: Path, feed: str) -> None:
+def note_date(title: str):
+    return next(front_matter(p)["date"] for p in POSTS if front_matter(p)["title"] == title)
+
+
+@pytest.mark.parametrize("feed", ["feed_rss_created.xml", "feed_rss_updated.xml"])
+def test_rss_feeds_parse_with_one_entry_per_note(built_site: Path, feed: str) -> None:
     parsed = feedparser.parse((built_site / feed).read_bytes())
     assert not parsed.bozo, parsed.get("bozo_exception")
-    titles = {e.title for e in parsed.entries}
-    assert titles == {front_matter(p)["title"] for p in POSTS}
+    assert parsed.version == "rss20"
+    assert {e.title for e in parsed.entries} == {front_matter(p)["title"] for p in POSTS}
     for entry in parsed.entries:
-        note = next(p for p in POSTS if front_matter(p)["title"] == entry.title)
-        date = front_matter(note)["date"]
+        date = note_date(entry.title)
         assert entry.published_parsed[:3] == (date.year, date.month, date.day), f"{entry.title}: date not from the note"
-        assert entry.id and entry.link
+        assert entry.id and entry.link and entry.summary
+
+
+def test_json_feed_has_one_item_per_note(built_site: Path) -> None:
+    """feedparser reads no JSON Feed, so check it against the JSON Feed 1.1 spec's required fields."""
+    feed = json.loads((built_site / "feed_json_created.json").read_text(encoding="utf-8"))
+    assert feed["version"].startswith("https://jsonfeed.org/version/1") and feed["title"]
+    assert {item["title"] for item in feed["items"]} == {front_matter(p)["title"] for p in POSTS}
+    for item in feed["items"]:
+        assert item["id"] and item["url"] and ("content_html" in item or "content_text" in item)
+        assert item["date_published"].startswith(note_date(item["title"]).isoformat())
 
 
 def test_feed_ids_are_the_same_on_a_rebuild(built_site: Path, tmp_path: Path) -> None:
@@ -83,7 +97,8 @@ def test_every_page_announces_the_feeds(built_site: Path) -> None:
         types = {t for t, _ in alternates}
         assert {"application/rss+xml", "application/feed+json"} <= types, page
         for _, href in alternates:
-            assert (page.parent / href).resolve().is_file(), f"{page}: feed link {href} is broken"
+            base = built_site if href.startswith("/") else page.parent
+            assert (base / href.lstrip("/")).resolve().is_file(), f"{page}: feed link {href} is broken"
 
 
 def test_site_map_lists_every_note(built_site: Path) -> None:
@@ -96,7 +111,7 @@ def test_site_map_lists_every_note(built_site: Path) -> None:
     assert set(counts.values()) == {2}
     for post in POSTS:
         meta = front_matter(post)
-        assert any(t.parent.parent.name == f"{meta['date']:%d}" and t.parent.parent.parent.name == f"{meta['date']:%m}"
+        assert any(t.parent.name == f"{meta['date']:%d}" and t.parent.parent.name == f"{meta['date']:%m}"
                    for t in counts), f"{post.name} is not on the site map"
 
 
@@ -107,7 +122,8 @@ def test_no_broken_internal_links(built_site: Path) -> None:
             parts = urlsplit(ref)
             if parts.scheme or ref.startswith(("#", "mailto:", "//", "data:")):
                 continue
-            target = (page.parent / unquote(parts.path)).resolve()
+            base = built_site if parts.path.startswith("/") else page.parent  # 404.html uses site-absolute paths
+            target = (base / unquote(parts.path).lstrip("/")).resolve()
             if target.is_dir():
                 target = target / "index.html"
             if not target.exists():

@@ -35,7 +35,7 @@ LEGEND = {  # nvidia-smi's own legend, nearest first
     "SYS": "PCIe and the SMP interconnect between NUMA nodes (e.g. QPI/UPI)",
 }
 KIND = {"PIX": "pcie-switch", "PXB": "pcie-switch", "PHB": "host-bridge", "NODE": "numa-node",
-        "SYS": "cross-socket", "SOC": "cross-socket"}  # SOC: what drivers before ~384 printed for SYS
+        "SYS": "cross-socket", "SOC": "cross-socket"}  # SOC: what older drivers printed for SYS
 _CODE = re.compile(r"^(X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC)$")
 _DEVICE = re.compile(r"GPU\d+|NIC\d+|[a-z][a-z0-9]*_[a-z0-9]+")  # GPU3, NIC10, mlx5_0, bnxt_re0
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -108,6 +108,8 @@ def _header_columns(line: str) -> list[str]:
 def parse_topology(text: str) -> Topology:
     """``nvidia-smi topo -m`` text → :class:`Topology`. Raises :class:`TopologyError`
     (a ValueError) naming the line and what was expected."""
+    if not isinstance(text, str):
+        raise TypeError(f"parse_topology takes the text nvidia-smi printed (str), got {type(text).__name__}")
     lines = [_ANSI.sub("", line).rstrip() for line in text.splitlines()]
     def is_header(cols: list[str]) -> bool:  # GPU0 first, then a name, not a link code (that is row GPU0)
         return cols[:1] == ["GPU0"] and (len(cols) == 1 or not _CODE.match(cols[1]))

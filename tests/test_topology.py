@@ -98,6 +98,8 @@ def test_bad_input_names_the_line(text: str, message: str) -> None:
     with pytest.raises(TopologyError, match=message):
         parse_topology(text)
     assert issubclass(TopologyError, ValueError)
+    with pytest.raises(TypeError, match="str"):
+        parse_topology(GOOD.encode())
 
 
 def test_diagram_colours_links_by_kind() -> None:

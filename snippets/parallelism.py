@@ -200,9 +200,10 @@ class ReduceFromTensorParallel(torch.autograd.Function):
 
 
 class TensorParallelBlock(nn.Module):
-    """This rank's slice of a Block: hidden units `cols` of W1 (column-parallel) and the
-    same columns of W2 (row-parallel). GELU is elementwise, so the two matmuls need no
-    communication in between (Megatron-LM, eq. 3); the sum over ranks happens once, in g."""
+    """This rank's slice of a Block: its hidden units `cols` are rows of W1 (Megatron's
+    column-parallel A; torch stores A transposed) and columns of W2 (the row-parallel B).
+    GELU is elementwise, so the two matmuls need no communication in between (Megatron-LM,
+    eq. 3); the sum over ranks happens once, in g."""
 
     def __init__(self, block: Block, group: dist.ProcessGroup | None = None):
         super().__init__()
@@ -332,20 +333,24 @@ def main(micro_batches: int = Config.m, batch: int = Config.B, layers: int | Non
     worst = {k: max(v for r in t for c, v in r.items() if c == "max abs diff" and isinstance(v, float))
              for k, t in tables.items()}
 
+    T = 1 + max(t for s in schedules for _, t in s)
     print0(f"{cfg.L} blocks x + W2·GELU(W1·x + b1) + b2, d={cfg.d}, h={cfg.h}; batch {cfg.B}; "
-           f"{p} rank{'s' * (p > 1)}, {dist.get_backend()}")
-    print0(f"data parallel    batch shards {[len(c) for c in torch.arange(cfg.B).tensor_split(p)]}; "
-           f"all-reduce {tables['data'][0]['params']} gradient values; max|Δ grad| = {worst['data']:.1e} ✓")
-    print0(f"model parallel   blocks per rank {[len(stage_blocks(cfg.L, p, r)) for r in range(p)]}; "
-           f"{p - 1} sends of ({cfg.B}, {cfg.d}); max|Δ y| = {worst['model']:.1e} ✓")
-    print0(f"{f'pipeline, m={cfg.m}':<17}micro-batches {split_sizes(cfg.B, cfg.m, 'samples')}; "
-           f"{1 + max(t for s in schedules for _, t in s)} steps; bubble {bubble} = (p-1)/(m+p-1) ✓; "
-           f"max|Δ y| = {worst['pipeline']:.1e} ✓")
+           f"{p} rank{'s' * (p > 1)}, {dist.get_backend()}; max|Δ| from the unsplit model:")
+    lines = [("data parallel", f"batch shards {[len(c) for c in torch.arange(cfg.B).tensor_split(p)]}, "
+                               f"all-reduce {tables['data'][0]['params']} grads", "grads", worst["data"]),
+             ("model parallel", f"blocks {[len(stage_blocks(cfg.L, p, r)) for r in range(p)]}, "
+                                f"{p - 1} sends of ({cfg.B}, {cfg.d})", "output", worst["model"]),
+             (f"pipeline, m={cfg.m}", f"micro-batches {split_sizes(cfg.B, cfg.m, 'samples')}, {T} steps",
+              "output", worst["pipeline"]),
+             ("tensor parallel", f"hidden units {split_sizes(cfg.h, p, 'hidden units')}, "
+                                 f"{2 * cfg.L} all-reduces of ({cfg.B}, {cfg.d})", "output, grads", worst["tensor"])]
+    width = max(len(what) for _, what, _, _ in lines)
+    for name, what, checked, delta in lines:
+        print0(f"  {name:<16} {what:<{width}}  {checked:<13} {delta:.1e} ✓")
     grid = schedule_rows(schedules)
+    print0(f"pipeline schedule (F<j>: forward of micro-batch j), bubble {bubble} = (p-1)/(m+p-1) ✓")
     for r in grid:
-        print0("   " + r["stage"] + "  " + " ".join(f"{c:>3}" for k, c in r.items() if k != "stage"))
-    print0(f"tensor parallel  hidden units per rank {split_sizes(cfg.h, p, 'hidden units')}; "
-           f"{2 * cfg.L} all-reduces of ({cfg.B}, {cfg.d}); max|Δ y, ∂x, ∂W| = {worst['tensor']:.1e} ✓")
+        print0("  " + r["stage"] + " " + " ".join(f"{c:>3}" for k, c in r.items() if k != "stage"))
     gantt = schedule_gantt(schedules, f"GPipe forward, p = {p}, m = {cfg.m}: recorded clock steps")
     return {"tables": {**tables, "schedule": grid}, "markdown": {"gantt": gantt}, "world_size": p,
             "bubble": float(bubble), "config": asdict(cfg)}

@@ -150,3 +150,34 @@ def test_notes_embed_code_from_snippets_and_their_results(built_site: Path) -> N
         assert re.search(r'--8<-- "results/[\w.]+\.md"', text), f"{post.name} shows no result"
     html = "".join(p.read_text(encoding="utf-8") for p in (built_site / "blog").rglob("index.html"))
     assert html.count('class="cp-provenance"') >= len(POSTS)
+
+
+@pytest.mark.parametrize("include, missing", [
+    ('--8<-- "results/no_such_snippet.md"', "results/no_such_snippet.md"),
+    ('```python\n--8<-- "snippets/process_groups.py:no_such_section"\n```', "no_such_section"),
+    ('```python\n--8<-- "snippets/no_such_module.py:who"\n```', "no_such_module.py"),
+])
+def test_a_note_including_something_missing_fails_the_build(tmp_path: Path, include: str, missing: str) -> None:
+    """The same config, a one-note docs folder: the strict build must refuse the note."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    for name in ("hooks", "overrides", "snippets"):
+        shutil.copytree(REPO / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "mkdocs.yml", tmp_path)
+    (tmp_path / "node_modules").symlink_to(REPO / "node_modules")
+    posts = tmp_path / "docs" / "blog" / "posts"
+    posts.mkdir(parents=True)
+    for page in ("index.md", "sitemap.md", "subscribe.md", "blog/index.md"):
+        shutil.copy(REPO / "docs" / page, tmp_path / "docs" / page)
+    shutil.copytree(REPO / "docs" / "assets", tmp_path / "docs" / "assets")
+    (posts / "2026-01-01-broken.md").write_text(
+        "---\ntitle: Broken\ndate: 2026-01-01\ncategories:\n  - Distributed training, by hand\n"
+        f"description: x\n---\n\n# Broken\n\n{include}\n", encoding="utf-8")
+    cfg = (tmp_path / "mkdocs.yml").read_text().replace("  - Notebooks:", "  - NotebooksGone:")
+    (tmp_path / "mkdocs.yml").write_text(cfg)
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
+                          cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert proc.returncode != 0
+    assert missing in proc.stderr

@@ -100,6 +100,8 @@ def _run_one(entry: _registry.Entry, results_dir: Path, backend: str, timeout_s:
             last = output.strip().splitlines()[-1] if output.strip() else f"exit status {proc.returncode}"
             return False, last
         ran = json.loads(out.read_text(encoding="utf-8"))
+    # a snippet that starts its own ranks (SPEC world_size 1) says how they ran
+    own = ran["result"].get("provenance", {}) if isinstance(ran["result"], dict) else {}
     record = {
         "name": entry.name,
         "command": command,
@@ -107,7 +109,7 @@ def _run_one(entry: _registry.Entry, results_dir: Path, backend: str, timeout_s:
         "result": ran["result"],
         "seconds": round(time.monotonic() - start, 2),
         "hash": _results.code_hash(entry.path, f"{backend}"),
-        "provenance": _results.provenance(ran["device"], ran["backend"], ran["world_size"]),
+        "provenance": _results.provenance(**{**{k: ran[k] for k in ("device", "backend", "world_size")}, **own}),
     }
     _results.write(results_dir, entry.name, record)
     return True, f"{record['seconds']:.1f} s"

@@ -5,6 +5,7 @@ What a snippet's ``main()`` may return (rank 0's value is the one kept)::
     {"tables":  {"<table>": [{"column": value, ...}, ...]},   # → results/<name>.<table>.md
      "figures": {"<figure>": "<svg ...>...</svg>"},            # → results/<name>.<figure>.svg and .md
      "markdown": {"<part>": "any Markdown, e.g. a mermaid fence"},  # → results/<name>.<part>.md
+     "provenance": {"backend": "gloo", "world_size": 2},       # only if main() starts ranks itself
      ...anything else JSON can hold...}
 
 ``run-all`` adds what it saw: the command, its printed output, the provenance (device,

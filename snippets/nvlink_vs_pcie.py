@@ -166,7 +166,7 @@ def main(size: str = "auto", iters: int = 5) -> dict:
               "ranks": r["ranks"], "parameters": r["params"], "ms/step": r["step_s"] * 1e3,
               "÷ P2P on": r["step_s"] / rows[0]["step_s"]} for r in rows]
     return {"tables": {"steps": table}, "runs": rows, "ratio_off_over_on": ratio, "config": asdict(cfg),
-            "backend": backend}
+            "backend": backend, "provenance": {"backend": backend, "world_size": ranks}}
 
 
 if __name__ == "__main__":

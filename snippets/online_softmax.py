@@ -35,8 +35,13 @@ SPEC = Spec(summary="softmax in one streaming pass: the (m, d) recurrence and it
 class SoftmaxState(NamedTuple):
     """Running max m and running denominator d = Σ exp(x_i - m) of a piece of a row."""
 
-    m: torch.Tensor  # (..., 1) in fp32
-    d: torch.Tensor  # (..., 1) in fp32
+    m: torch.Tensor  # (..., 1) in fp32 (fp64 for fp64 input)
+    d: torch.Tensor  # (..., 1)
+
+
+def _accumulator(x: torch.Tensor) -> torch.Tensor:
+    """fp16/bf16 → fp32: a long sum of half-precision terms would lose the small ones."""
+    return x.to(torch.promote_types(x.dtype, torch.float32))
 
 
 def _safe(m: torch.Tensor) -> torch.Tensor:
@@ -48,7 +53,7 @@ def _safe(m: torch.Tensor) -> torch.Tensor:
 # --8<-- [start:state]
 def softmax_state(x: torch.Tensor, dim: int = -1) -> SoftmaxState:
     """(m, d) of a whole block at once: m = max x, d = Σ exp(x - m), kept as size-1 dim."""
-    x = x.float()
+    x = _accumulator(x)
     m = x.amax(dim=dim, keepdim=True)  # (..., 1, ...)
     d = torch.exp(x - _safe(m)).sum(dim=dim, keepdim=True)
     return SoftmaxState(m, d)
@@ -74,8 +79,9 @@ def online_softmax_state(x: torch.Tensor, dim: int = -1, block_size: int = 64) -
     n = x.shape[dim]
     shape = list(x.shape)
     shape[dim] = 1
-    state = SoftmaxState(torch.full(shape, float("-inf"), device=x.device),  # the identity
-                         torch.zeros(shape, device=x.device))
+    acc = torch.promote_types(x.dtype, torch.float32)
+    state = SoftmaxState(torch.full(shape, float("-inf"), dtype=acc, device=x.device),  # the identity
+                         torch.zeros(shape, dtype=acc, device=x.device))
     for start in range(0, n, block_size):
         state = merge(state, softmax_state(x.narrow(dim, start, min(block_size, n - start)), dim))
     return state
@@ -88,7 +94,7 @@ def online_softmax(x: torch.Tensor, dim: int = -1, block_size: int = 64) -> torc
     if x.dim() == 0:
         raise ValueError("online_softmax needs at least one dimension")
     m, d = online_softmax_state(x, dim, block_size)
-    return (torch.exp(x.float() - _safe(m)) / d).to(x.dtype)  # d = 0 (all -inf) → 0/0 = NaN, as torch
+    return (torch.exp(_accumulator(x) - _safe(m)) / d).to(x.dtype)  # d = 0 (all -inf) → 0/0 = NaN, as torch
 # --8<-- [end:online]
 
 

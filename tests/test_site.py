@@ -181,3 +181,26 @@ def test_a_note_including_something_missing_fails_the_build(tmp_path: Path, incl
                           cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
     assert proc.returncode != 0
     assert missing in proc.stderr
+
+
+def built_page(site: Path, post: Path) -> Path:
+    meta = front_matter(post)
+    day = site / "blog" / f"{meta['date']:%Y/%m/%d}"
+    pages_that_day = [p for p in day.glob("*/index.html") if f">{meta['title']}<".replace("&", "&amp;") in p.read_text(encoding="utf-8")
+                      or meta["title"] in p.read_text(encoding="utf-8")]
+    assert pages_that_day, f"no built page for {post.name}"
+    return pages_that_day[0]
+
+
+def test_previous_and_next_stay_within_the_series(built_site: Path) -> None:
+    by_series: dict[str, list[Path]] = {}
+    for post in sorted(POSTS, key=lambda p: (front_matter(p)["date"], p.name)):
+        by_series.setdefault(front_matter(post)["categories"][0], []).append(post)
+    for series, posts in by_series.items():
+        for i, post in enumerate(posts):
+            page = built_page(built_site, post)
+            html = page.read_text(encoding="utf-8")
+            nav = html.split('class="cp-series-nav"', 1)[1].split("</nav>", 1)[0] if "cp-series-nav" in html else ""
+            linked = {(page.parent / h).resolve() for h in re.findall(r'href="([^"]+)"', nav)}
+            expected = {built_page(built_site, p).parent.resolve() for p in posts[max(i - 1, 0):i + 2] if p != post}
+            assert linked == expected, f"{post.name}: series links {linked} != {expected}"

@@ -29,7 +29,8 @@ import json
 import os
 import re
 import statistics
-from typing import Callable, Sequence
+import time
+from typing import Callable, NamedTuple, Sequence
 
 import torch
 import torch.distributed as dist
@@ -50,13 +51,16 @@ MODEL_OF = {"naive_root": "naive_reduce_broadcast", "naive_everyone": "naive_all
             "tree": "tree", "double_tree": "double_tree", "halving_doubling": "halving_doubling"}
 
 
-def algorithms(collective: str) -> dict[str, Callable]:
-    """Ours for each collective; same arguments as torch's function of the same name."""
+def algorithms(collective: str, handshake: bool = False) -> dict[str, Callable]:
+    """Ours for each collective; same arguments as torch's function of the same name.
+    ``handshake``: keep our all-reduces' input check across ranks (one extra round of tiny
+    messages per call, which torch's built-in does not do); off, the algorithm alone is timed."""
     if collective == "all_reduce":
         from snippets import allreduce as ar
-        return {"naive_root": ar.naive_allreduce, "naive_everyone": functools.partial(ar.naive_allreduce, variant="everyone"),
-                "ring": ar.ring_allreduce, "tree": ar.tree_allreduce, "double_tree": ar.double_tree_allreduce,
-                "halving_doubling": ar.halving_doubling_allreduce}
+        found = {"naive_root": ar.naive_allreduce, "naive_everyone": functools.partial(ar.naive_allreduce, variant="everyone"),
+                 "ring": ar.ring_allreduce, "tree": ar.tree_allreduce, "double_tree": ar.double_tree_allreduce,
+                 "halving_doubling": ar.halving_doubling_allreduce}
+        return {name: functools.partial(fn, check=handshake) for name, fn in found.items()}
     from snippets import collectives
     return {"ring": getattr(collectives, collective)}
 
@@ -109,33 +113,46 @@ def check(collective: str, name: str, ours: Callable, numel: int, p: int) -> Non
     assert torch.equal(results[0], results[1]), f"{collective}: {name} disagrees with torch's built-in"
 
 
+class Paired(NamedTuple):
+    time_s: float  # median wall-clock seconds of a call of ours
+    builtin_time_s: float
+    cpu_s: float  # CPU seconds a rank spends per call (all its threads), averaged over ranks
+    builtin_cpu_s: float
+
+
 def paired_times(ours: Callable[[], None], builtin: Callable[[], None], iters: int,
-                 group: dist.ProcessGroup | None = None) -> tuple[float, float]:
-    """Median seconds of each, measured alternately: one call of ours, one of the built-in."""
-    dev, a, b = device(), [], []
+                 group: dist.ProcessGroup | None = None) -> Paired:
+    """Time ours and the built-in alternately, one call each per round. CPU time is kept too:
+    on a machine with more ranks than cores it is what a call really costs."""
+    dev, wall, cpu = device(), ([], []), [0.0, 0.0]
     ours(), builtin()  # warm-up: connections, allocations, caches
     for _ in range(iters):
-        a.append(time_it(ours, warmup=0, iters=1, device=dev, group=group))
-        b.append(time_it(builtin, warmup=0, iters=1, device=dev, group=group))
-    return statistics.median(a), statistics.median(b)
+        for i, fn in enumerate((ours, builtin)):
+            start = time.process_time()
+            wall[i].append(time_it(fn, warmup=0, iters=1, device=dev, group=group))
+            cpu[i] += time.process_time() - start
+    mean_cpu = torch.tensor(cpu, dtype=torch.float64, device=dev) / iters  # (2,)
+    dist.all_reduce(mean_cpu, group=group)
+    mean_cpu /= dist.get_world_size(group)
+    return Paired(statistics.median(wall[0]), statistics.median(wall[1]), *mean_cpu.tolist())
 
 
 def sweep(collective: str, sizes: Sequence[int], names: Sequence[str], iters: int,
-          machine: cost_model.Machine | None = None, as_json: bool = False) -> list[dict]:
+          machine: cost_model.Machine | None = None, as_json: bool = False, handshake: bool = False) -> list[dict]:
     """Every rank runs this; rank 0 prints one line per (algorithm, size) as it goes."""
-    p, ours = dist.get_world_size(), algorithms(collective)
+    p, ours = dist.get_world_size(), algorithms(collective, handshake)
     records = []
     for size in sizes:
         numel = per_rank_numel(collective, size, p)
         nbytes = numel * 4 * (1 if collective == "all_reduce" else p)  # S as nccl-tests counts it
         for name in names:
             check(collective, name, ours[name], numel, p)
-            t, t_builtin = paired_times(make_call(collective, ours[name], numel, p)[0],
-                                        make_call(collective, BUILTIN[collective], numel, p)[0], iters)
+            t, t_builtin, cpu, cpu_builtin = paired_times(make_call(collective, ours[name], numel, p)[0],
+                                                          make_call(collective, BUILTIN[collective], numel, p)[0], iters)
             rec = {"collective": collective, "algorithm": name, "world_size": p, "size_bytes": nbytes,
                    "time_s": t, "algbw": algbw(nbytes, t), "busbw": busbw(nbytes, t, p, collective),
                    "builtin_time_s": t_builtin, "builtin_busbw": busbw(nbytes, t_builtin, p, collective),
-                   "ratio": t_builtin / t, "backend": dist.get_backend()}
+                   "ratio": t_builtin / t, "cpu_s": cpu, "builtin_cpu_s": cpu_builtin, "backend": dist.get_backend()}
             if machine is not None and collective == "all_reduce" and name in MODEL_OF:
                 rec["predicted_time_s"] = cost_model.predict(MODEL_OF[name], p, nbytes, machine, segment_bytes(name))
             records.append(rec)
@@ -147,7 +164,7 @@ def sweep(collective: str, sizes: Sequence[int], names: Sequence[str], iters: in
 def format_row(r: dict) -> str:
     return (f"{r['collective']:>14} {r['size_bytes']:>11} B {r['algorithm']:>16} {r['time_s'] * 1e3:>10.3f} ms "
             f"{r['algbw'] / 1e9:>8.3f} {r['busbw'] / 1e9:>8.3f} GB/s   built-in {r['builtin_busbw'] / 1e9:>8.3f} GB/s"
-            f"   ours/built-in {r['ratio']:.2f}")
+            f"   ours/built-in {r['ratio']:.2f} (CPU time {r['builtin_cpu_s'] / r['cpu_s']:.2f})")
 
 
 def parse_size(text: str) -> int:
@@ -162,7 +179,7 @@ def parse_size(text: str) -> int:
 
 
 def _run_bench(opts: argparse.Namespace) -> list[dict]:
-    return sweep(opts.collective, opts.sizes, opts.algorithms, opts.iters, as_json=opts.json)
+    return sweep(opts.collective, opts.sizes, opts.algorithms, opts.iters, as_json=opts.json, handshake=opts.handshake)
 
 
 def bench(argv: list[str]) -> int:
@@ -174,6 +191,8 @@ def bench(argv: list[str]) -> int:
     parser.add_argument("--algorithms", nargs="+", metavar="NAME", help="a subset of ours (default: all)")
     parser.add_argument("--iters", type=int, default=5, help="timed rounds per size (default 5)")
     parser.add_argument("--json", action="store_true", help="one JSON record per (algorithm, size)")
+    parser.add_argument("--handshake", action="store_true",
+                        help="time our all-reduces with their input check across ranks on (torch's has none)")
     opts = parser.parse_args(argv)
     if opts.iters < 1:
         parser.error(f"--iters must be at least 1, got {opts.iters}")
@@ -200,11 +219,12 @@ def ring_target(size: int, p: int, iters: int = 3) -> dict:
     sub = dist.new_group(list(range(p)))  # every rank must create it, members or not
     row = {"ranks": p, "size": f"{size >> 20} MiB"}
     if dist.get_rank() < p:
-        ours = make_call("all_reduce", functools.partial(ring_allreduce, group=sub), size // 4, p)[0]
+        ours = make_call("all_reduce", functools.partial(ring_allreduce, group=sub, check=False), size // 4, p)[0]
         theirs = make_call("all_reduce", functools.partial(dist.all_reduce, group=sub), size // 4, p)[0]
-        t, t_builtin = paired_times(ours, theirs, iters, group=sub)
+        t, t_builtin, cpu, cpu_builtin = paired_times(ours, theirs, iters, group=sub)
         row |= {"ring busbw (GB/s)": busbw(size, t, p) / 1e9, "built-in busbw (GB/s)": busbw(size, t_builtin, p) / 1e9,
-                "ring / built-in": t_builtin / t}
+                "ring / built-in": t_builtin / t, "CPU per call: ring (ms)": cpu * 1e3,
+                "CPU per call: built-in (ms)": cpu_builtin * 1e3}
     dist.barrier()
     dist.destroy_process_group(sub)
     return row
@@ -219,9 +239,15 @@ def main(target_mib: int = 64) -> dict:
     records = sweep("all_reduce", sizes, list(algorithms("all_reduce")), iters=5, machine=machine)
     table = [{"size": f"{r['size_bytes'] >> 10} KiB", "algorithm": r["algorithm"], "time (ms)": r["time_s"] * 1e3,
               "α-β-γ predicted (ms)": r["predicted_time_s"] * 1e3, "busbw (GB/s)": r["busbw"] / 1e9,
-              "built-in busbw (GB/s)": r["builtin_busbw"] / 1e9, "ours / built-in": r["ratio"]} for r in records]
-    best = [{"size": f"{s >> 10} KiB", "best of ours": max((r for r in records if r["size_bytes"] == s), key=lambda r: r["ratio"])["algorithm"],
-             "best / built-in": max(r["ratio"] for r in records if r["size_bytes"] == s)} for s in sizes]
+              "built-in busbw (GB/s)": r["builtin_busbw"] / 1e9, "ours / built-in": r["ratio"],
+              "ours / built-in, CPU time": r["builtin_cpu_s"] / r["cpu_s"]} for r in records]
+    best = []
+    for size in sizes:
+        at = [r for r in records if r["size_bytes"] == size]
+        fastest = max(at, key=lambda r: r["ratio"])
+        leanest = max(at, key=lambda r: r["builtin_cpu_s"] / r["cpu_s"])
+        best.append({"size": f"{size >> 10} KiB", "fastest of ours": fastest["algorithm"], "its busbw / built-in's": fastest["ratio"],
+                     "least CPU of ours": leanest["algorithm"], "built-in's CPU / its": leanest["builtin_cpu_s"] / leanest["cpu_s"]})
     target = [ring_target(target_mib << 20, q) for q in sorted({2, p})] if target_mib else []
     for row in best + target:
         print0("  " + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()))

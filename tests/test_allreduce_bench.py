@@ -17,7 +17,8 @@ from snippets import allreduce_bench as ab
 from snippets._runtime import launch
 
 REPO = Path(__file__).resolve().parents[1]
-KEYS = {"algorithm", "world_size", "size_bytes", "time_s", "algbw", "busbw", "builtin_busbw", "builtin_time_s", "ratio"}
+KEYS = {"algorithm", "world_size", "size_bytes", "time_s", "algbw", "busbw", "builtin_busbw", "builtin_time_s", "ratio",
+        "cpu_s", "builtin_cpu_s"}
 
 
 def bench_cli(*args: str) -> subprocess.CompletedProcess:
@@ -34,21 +35,22 @@ def expected_bytes(collective: str, size: int, n: int) -> int:
     return size // 4 * 4 if collective == "all_reduce" else size // (4 * n) * 4 * n
 
 
-@pytest.mark.parametrize("collective,n,algos", [
-    ("all_reduce", 3, {"naive_root", "naive_everyone", "ring", "tree", "double_tree", "halving_doubling"}),
-    ("all_gather", 3, {"ring"}),
-    ("reduce_scatter", 2, {"ring"}),
+@pytest.mark.parametrize("collective,n,algos,extra", [
+    ("all_reduce", 3, {"naive_root", "naive_everyone", "ring", "tree", "double_tree", "halving_doubling"}, []),
+    ("all_reduce", 2, {"ring", "tree"}, ["--algorithms", "ring", "tree", "--handshake"]),
+    ("all_gather", 3, {"ring"}, []),
+    ("reduce_scatter", 2, {"ring"}, []),
 ])
-def test_json_records(collective, n, algos):
+def test_json_records(collective, n, algos, extra):
     sizes = [4096, 12345]
-    proc = bench_cli("-n", str(n), "--collective", collective, "--sizes", *map(str, sizes), "--iters", "1", "--json")
+    proc = bench_cli("-n", str(n), "--collective", collective, "--sizes", *map(str, sizes), "--iters", "1", "--json", *extra)
     assert proc.returncode == 0, proc.stderr[-2000:]
     records = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
     assert {(r["algorithm"], r["size_bytes"]) for r in records} == {(a, expected_bytes(collective, s, n))
                                                                    for a in algos for s in sizes}
     for r in records:
         assert KEYS <= set(r) and r["world_size"] == n and r["collective"] == collective
-        assert r["time_s"] > 0 and r["builtin_time_s"] > 0
+        assert r["time_s"] > 0 and r["builtin_time_s"] > 0 and r["cpu_s"] > 0 and r["builtin_cpu_s"] > 0
         assert r["algbw"] == pytest.approx(r["size_bytes"] / r["time_s"])
         assert r["busbw"] == pytest.approx(r["algbw"] * bus_factor(collective, n))
         assert r["builtin_busbw"] == pytest.approx(r["size_bytes"] / r["builtin_time_s"] * bus_factor(collective, n))

@@ -250,27 +250,14 @@ def _size(n: float) -> str:
     return f"{n:.3g} B"
 
 
-def main() -> dict:
-    m, raw = measure_machine()
-    sizes, t_net = raw["sizes"], raw["ping_pong_s"]
-    predicted = [m.alpha + s * m.beta for s in sizes]
-    errors = [abs(p - t) / t for p, t in zip(predicted, t_net)]
-    # the oracle is the measurement itself: the fitted line must explain the ping-pong it came from
-    assert m.alpha > 0 and m.beta > 0, f"fit gave α={m.alpha:.3g} s, β={m.beta:.3g} s/B: not a latency and a bandwidth"
-    assert sorted(errors)[len(errors) // 2] < 0.5, f"α + mβ misses the median ping-pong by {sorted(errors)[len(errors) // 2]:.0%}"
-    print0(f"α = {m.alpha * 1e6:.1f} µs   β = {m.beta * 1e9:.3f} ns/B ({1 / m.beta / 1e9:.2f} GB/s)   "
-           f"γ = {m.gamma * 1e9:.3f} ns/B ({1 / max(m.gamma, 1e-30) / 1e9:.2f} GB/s of adds)")
-    print0(f"fit: median error {sorted(errors)[len(errors) // 2]:.0%} over {len(sizes)} ping-pong sizes")
-
-    ping = [{"size": _size(s), "measured_us": t * 1e6, "alpha_beta_us": p * 1e6, "error": f"{e:.0%}"}
-            for s, t, p, e in zip(sizes, t_net, predicted, errors)]
+def latency_tables(m: Machine) -> tuple[list[dict], list[dict]]:
+    """Where the ring is latency-bound, for growing p; where it overtakes the others."""
     ring_rows, cross_rows = [], []
     for p in (2, 4, 8, 16, 64, 256, 1024):
-        n_star = ring_latency_bound_below(p, m)
-        one_mib = ring_cost(p)
-        latency_share = one_mib.alpha * m.alpha / one_mib.time(2 ** 20, m)
-        ring_rows.append({"p": p, "ring latency 2(p-1)α": f"{2 * (p - 1) * m.alpha * 1e3:.3g} ms",
-                          "latency-bound below": _size(n_star), "latency share at 1 MiB": f"{latency_share:.0%}"})
+        ring = ring_cost(p)
+        ring_rows.append({"p": p, "ring latency 2(p-1)α": f"{ring.alpha * m.alpha * 1e3:.3g} ms",
+                          "latency-bound below": _size(ring_latency_bound_below(p, m)),
+                          "latency share at 1 MiB": f"{ring.alpha * m.alpha / ring.time(2 ** 20, m):.0%}"})
     for p in (4, 6, 8, 16, 64, 256, 1024):
         row: dict = {"p": p}
         for other in ("naive_all_to_all", "double_tree", "halving_doubling"):
@@ -279,6 +266,24 @@ def main() -> dict:
             big = other if small == "ring" else "ring"
             row[f"ring vs {other}"] = f"{small} always" if n_x is None else f"{small} below {_size(n_x)}, {big} above"
         cross_rows.append(row)
+    return ring_rows, cross_rows
+
+
+def main() -> dict:
+    m, raw = measure_machine()
+    sizes, t_net = raw["sizes"], raw["ping_pong_s"]
+    predicted = [m.alpha + s * m.beta for s in sizes]
+    errors = [abs(p - t) / t for p, t in zip(predicted, t_net)]
+    median_error = sorted(errors)[len(errors) // 2]
+    # the oracle is the measurement itself: the fitted line must explain the ping-pong it came from
+    assert m.alpha > 0 and m.beta > 0, f"fit gave α={m.alpha:.3g} s, β={m.beta:.3g} s/B: not a latency and a bandwidth"
+    assert median_error < 0.5, f"α + mβ misses the median ping-pong size by {median_error:.0%}"
+    print0(f"α = {m.alpha * 1e6:.1f} µs   β = {m.beta * 1e9:.3f} ns/B ({1 / m.beta / 1e9:.2f} GB/s)   "
+           f"γ = {m.gamma * 1e9:.3f} ns/B ({1 / max(m.gamma, 1e-30) / 1e9:.2f} GB/s of adds)")
+    print0(f"fit: median error {median_error:.0%} over {len(sizes)} ping-pong sizes")
+    ping = [{"size": _size(s), "measured_us": t * 1e6, "alpha_beta_us": p * 1e6, "error": f"{e:.0%}"}
+            for s, t, p, e in zip(sizes, t_net, predicted, errors)]
+    ring_rows, cross_rows = latency_tables(m)
     for row in ring_rows:
         print0(f"  p={row['p']:>4}: ring pays {row['ring latency 2(p-1)α']:>9} in latency; latency-bound below "
                f"{row['latency-bound below']:>10}; at 1 MiB latency is {row['latency share at 1 MiB']}")

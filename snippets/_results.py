@@ -78,7 +78,7 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
         if isinstance(v, float):
             v = f"{v:.4g}"
         return str(v).replace("|", "\\|").replace("\n", " ")
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines = ["| " + " | ".join(cell(c) for c in cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(cell(row.get(c, "")) for c in cols) + " |" for row in rows]
     return "\n".join(lines) + "\n"
 

@@ -46,9 +46,10 @@ class UsageError(Exception):
 class RankError(RuntimeError):
     """A rank raised, timed out or died. ``str()`` names the rank and the cause."""
 
-    def __init__(self, rank: int, cause: str, remote_traceback: str = ""):
+    def __init__(self, rank: int, cause: str, remote_traceback: str = "", usage: str | None = None):
         super().__init__(f"rank {rank} failed: {cause}")
         self.rank, self.cause, self.remote_traceback = rank, cause, remote_traceback
+        self.usage = usage  # the message, when the rank refused bad input (a UsageError)
 
 
 @dataclass(frozen=True)
@@ -166,7 +167,8 @@ def _child(rank: int, world_size: int, backend: str, timeout_s: float, store_dir
         _join_group(backend, timeout_s, rank, world_size, store_dir)
         payload = fn(*args)
     except BaseException as exc:  # anything, KeyboardInterrupt included
-        status, payload = "error", (_one_line(exc), traceback.format_exc())
+        usage = str(exc) if isinstance(exc, UsageError) else None
+        status, payload = "error", (_one_line(exc), traceback.format_exc(), usage)
     # Report before leaving the group: once this rank's connections close its peers fail
     # too, and the parent must hear the first cause, not its echoes.
     results.put((rank, status, payload))
@@ -283,6 +285,9 @@ def guarded(body: Callable[[], int]) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except RankError as exc:
+        if exc.usage is not None:  # a rank refused bad input: the same one line as anywhere else
+            print(f"error: {exc.usage}", file=sys.stderr)
+            return 2
         for line in exc.remote_traceback.rstrip().splitlines():
             print(f"[rank {exc.rank}] {line}", file=sys.stderr)
         print(f"error: {exc}", file=sys.stderr)

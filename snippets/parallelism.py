@@ -29,7 +29,7 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
-from snippets._runtime import Spec, device, main_entry, print0
+from snippets._runtime import Spec, UsageError, device, main_entry, print0
 
 SPEC = Spec(summary="data, model, pipeline and tensor parallelism on one MLP stack, checked against the unsplit model",
             world_size=4)
@@ -323,7 +323,10 @@ def main(micro_batches: int = Config.m, batch: int = Config.B, layers: int | Non
     p = dist.get_world_size()
     cfg = Config(L=max(Config.L, p) if layers is None else layers, B=batch, m=micro_batches)
     for n, parts, what in ((cfg.L, p, "blocks"), (cfg.h, p, "hidden units"), (cfg.B, cfg.m, "samples")):
-        split_sizes(n, parts, what)  # a one-line ValueError before any rank waits on another
+        try:
+            split_sizes(n, parts, what)  # every rank refuses before any rank waits on another
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     rows: list = [None] * p
     dist.all_gather_object(rows, check_all(cfg))  # rank 0 collects every rank's view
     schedules = [r["schedule"] for r in rows]

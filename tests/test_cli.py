@@ -43,6 +43,7 @@ def test_run_prints_the_self_check() -> None:
     (["run-all", "--only", "nope"], "unknown snippet 'nope'"),
     (["bench", "nope"], "unknown benchmark 'nope'"),
     (["frobnicate"], "invalid choice"),
+    (["run", "parallelism", "-n", "3", "--micro-batches", "99"], "cannot split 10 samples"),  # refused inside the ranks
 ])
 def test_bad_input_is_one_line_and_exit_2(args: list[str], says: str) -> None:
     proc = cli(*args)

@@ -206,9 +206,10 @@ def main() -> dict:
            f"vs SDPA on the gathered sequence, max |error|:")
     for r in rows:
         print0(f"  causal={r['causal']!s:<5}  O {r['O']:.1e}  dQ {r['dQ']:.1e}  dK {r['dK']:.1e}  dV {r['dV']:.1e}")
-    print0("causal work per rank, unmasked (query, key) pairs:  contiguous  zig-zag")
+    print0("causal work per rank, in unmasked (query, key) pairs:")
+    print0(f"  {'rank':>4}  {'contiguous':>10}  {'zig-zag':>8}")
     for b in balance:
-        print0(f"  rank {b['rank']}{b['contiguous']:>44}{b['zig-zag']:>9}")
+        print0(f"  {b['rank']:>4}  {b['contiguous']:>10}  {b['zig-zag']:>8}")
     return {"tables": {"errors": rows, "balance": balance}}
 
 

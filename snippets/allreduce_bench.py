@@ -213,7 +213,7 @@ def bench(argv: list[str]) -> int:
 
 
 # --8<-- [start:main]
-def ring_target(size: int, p: int, iters: int = 3) -> dict:
+def ring_target(size: int, p: int, iters: int = 5) -> dict:
     """Our ring beside the built-in at one size on the first p ranks (the others wait)."""
     from snippets.allreduce import ring_allreduce
     sub = dist.new_group(list(range(p)))  # every rank must create it, members or not
@@ -230,13 +230,24 @@ def ring_target(size: int, p: int, iters: int = 3) -> dict:
     return row
 
 
+def handshake_cost(size: int, iters: int = 5) -> dict:
+    """What our all-reduces' input check across ranks costs: the ring with it and without."""
+    from snippets.allreduce import ring_allreduce
+    p = dist.get_world_size()
+    bare, checked = (make_call("all_reduce", functools.partial(ring_allreduce, check=c), size // 4, p)[0] for c in (False, True))
+    t, t_checked, cpu, cpu_checked = paired_times(bare, checked, iters)
+    return {"size": f"{size >> 10} KiB", "ranks": p, "ring (ms)": t * 1e3, "ring + handshake (ms)": t_checked * 1e3,
+            "CPU per call: ring (ms)": cpu * 1e3, "CPU per call: ring + handshake (ms)": cpu_checked * 1e3}
+
+
 def main(target_mib: int = 64) -> dict:
     p = dist.get_world_size()
     machine, _ = cost_model.measure_machine([2 ** e for e in range(3, 24, 4)])  # 8 B … 8 MiB, ranks 0 ↔ 1
     print0(f"α = {machine.alpha * 1e6:.1f} µs, β = {machine.beta * 1e9:.3f} ns/B, γ = {machine.gamma * 1e9:.3f} ns/B "
            f"(ping-pong between ranks 0 and 1, local adds)")
-    sizes = [4 << 10, 64 << 10, 1 << 20, 4 << 20]
-    records = sweep("all_reduce", sizes, list(algorithms("all_reduce")), iters=5, machine=machine)
+    small, large, names = [4 << 10, 64 << 10], [1 << 20, 4 << 20], list(algorithms("all_reduce"))
+    sizes = small + large  # small calls are cheap: more rounds against the scheduler's noise
+    records = sweep("all_reduce", small, names, iters=15, machine=machine) + sweep("all_reduce", large, names, 5, machine)
     table = [{"size": f"{r['size_bytes'] >> 10} KiB", "algorithm": r["algorithm"], "time (ms)": r["time_s"] * 1e3,
               "α-β-γ predicted (ms)": r["predicted_time_s"] * 1e3, "busbw (GB/s)": r["busbw"] / 1e9,
               "built-in busbw (GB/s)": r["builtin_busbw"] / 1e9, "ours / built-in": r["ratio"],
@@ -249,7 +260,8 @@ def main(target_mib: int = 64) -> dict:
         best.append({"size": f"{size >> 10} KiB", "fastest of ours": fastest["algorithm"], "its busbw / built-in's": fastest["ratio"],
                      "least CPU of ours": leanest["algorithm"], "built-in's CPU / its": leanest["builtin_cpu_s"] / leanest["cpu_s"]})
     target = [ring_target(target_mib << 20, q) for q in sorted({2, p})] if target_mib else []
-    for row in best + target:
+    handshake = [handshake_cost(1 << 20)]
+    for row in best + target + handshake:
         print0("  " + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()))
     shown = ("ring", "double_tree", "halving_doubling")
     series = {f"{name}": [(r["size_bytes"], r["time_s"]) for r in records if r["algorithm"] == name] for name in shown}
@@ -258,8 +270,9 @@ def main(target_mib: int = 64) -> dict:
                  for name in shown}
     chart = line_chart({**series, **predicted}, title=f"All-reduce on {p} ranks: measured (solid), predicted (dashed)",
                        x_label="buffer size (bytes)", y_label="seconds", log_x=True, log_y=True, dashed=list(predicted))
+    tables = {"sweep": table, "best": best, "target": target, "handshake": handshake}
     return {"records": records, "alpha_s": machine.alpha, "beta_s_per_byte": machine.beta,
-            "gamma_s_per_byte": machine.gamma, "tables": {"sweep": table, "best": best, "target": target},
+            "gamma_s_per_byte": machine.gamma, "tables": tables,
             "figures": {"sweep_plot": chart}}
 
 

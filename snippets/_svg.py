@@ -56,7 +56,10 @@ def line_chart(series: dict[str, Sequence[tuple[float, float]]], *, title: str, 
         t = (math.log10(y) - math.log10(y0)) / ((math.log10(y1) - math.log10(y0)) or 1) if log_y else (y - y0) / ((y1 - y0) or 1)
         return top + ph - t * ph
 
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" role="img" '
+    # width/height give the figure an intrinsic size (a fit-content <figure> would otherwise
+    # shrink it to nothing); max-width lets it scale down on narrow screens.
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'viewBox="0 0 {width} {height}" role="img" '
            f'aria-label="{html.escape(title)}" style="max-width:100%;height:auto">',
            f'<text x="{left}" y="16" {_TEXT} font-weight="bold">{html.escape(title)}</text>',
            f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="currentColor" stroke-opacity="0.4"/>']
@@ -91,7 +94,8 @@ def heatmap(matrix: Sequence[Sequence[float | None]], labels: Sequence[str], *, 
     lo, hi = (min(vals), max(vals)) if vals else (0.0, 1.0)
     left, top = 70, 40
     size = left + n * cell + 10
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {size} {top + n * cell + 30}" role="img" '
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{size}" height="{top + n * cell + 30}" '
+           f'viewBox="0 0 {size} {top + n * cell + 30}" role="img" '
            f'aria-label="{html.escape(title)}" style="max-width:100%;height:auto">',
            f'<text x="4" y="16" {_TEXT} font-weight="bold">{html.escape(title)} ({html.escape(unit)})</text>']
     for i, name in enumerate(labels):

@@ -2,7 +2,7 @@
 
     python -m snippets bench allreduce [-n N] [--sizes 4K 1M 64M] [--iters I] [--json]
                                        [--collective all_reduce|all_gather|reduce_scatter]
-                                       [--algorithms ring tree ...] [--backend gloo|nccl]
+                                       [--algorithms ring tree ...] [--backend gloo|nccl] [--handshake]
     torchrun --nproc-per-node 8 -m snippets bench allreduce --sizes 64M --json
 
 For every size and algorithm it first checks that ours gives exactly what torch's built-in
@@ -15,7 +15,11 @@ median time and nccl-tests' bandwidths (nccl-tests, doc/PERFORMANCE.md):
     busbw = algbw · 2(n-1)/n   for all_reduce;   algbw · (n-1)/n   for all_gather, reduce_scatter
 
 busbw is comparable across rank counts: it is what each link carries. ``ratio`` is our busbw
-divided by the built-in's from the same rounds. ``--json`` prints one record per line.
+divided by the built-in's from the same rounds. Each record also has the CPU seconds a rank
+spent per call (``cpu_s``, ``builtin_cpu_s``): where ranks outnumber cores, wall time says
+when the scheduler let a rank run, CPU time what the call cost. ``--json`` prints one
+record per line. Our all-reduces are timed without their input check across ranks (torch's
+built-in has none); ``--handshake`` keeps it.
 
 As a snippet (``python -m snippets run allreduce_bench``), it runs a small sweep on 4 ranks,
 fits α, β, γ on the same ranks (snippets.cost_model) and plots measured against predicted.
@@ -35,7 +39,7 @@ from typing import Callable, NamedTuple, Sequence
 import torch
 import torch.distributed as dist
 
-from snippets import cost_model
+from snippets import allreduce, collectives, cost_model, tree_allreduce
 from snippets._measure import algbw, busbw, time_it
 from snippets._runtime import (OneLineParser, Spec, add_run_arguments, device, launch, main_entry, print0,
                                under_torchrun)
@@ -56,18 +60,17 @@ def algorithms(collective: str, handshake: bool = False) -> dict[str, Callable]:
     ``handshake``: keep our all-reduces' input check across ranks (one extra round of tiny
     messages per call, which torch's built-in does not do); off, the algorithm alone is timed."""
     if collective == "all_reduce":
-        from snippets import allreduce as ar
-        found = {"naive_root": ar.naive_allreduce, "naive_everyone": functools.partial(ar.naive_allreduce, variant="everyone"),
-                 "ring": ar.ring_allreduce, "tree": ar.tree_allreduce, "double_tree": ar.double_tree_allreduce,
-                 "halving_doubling": ar.halving_doubling_allreduce}
+        found = {"naive_root": allreduce.naive_allreduce,
+                 "naive_everyone": functools.partial(allreduce.naive_allreduce, variant="everyone"),
+                 "ring": allreduce.ring_allreduce, "tree": allreduce.tree_allreduce,
+                 "double_tree": allreduce.double_tree_allreduce,
+                 "halving_doubling": allreduce.halving_doubling_allreduce}
         return {name: functools.partial(fn, check=handshake) for name, fn in found.items()}
-    from snippets import collectives
     return {"ring": getattr(collectives, collective)}
 
 
 def segment_bytes(name: str) -> int | None:
     """The segment size our pipelined trees cut each tree's share into (for the prediction)."""
-    from snippets import tree_allreduce
     return tree_allreduce.SEGMENT_BYTES if name in ("tree", "double_tree") else None
 
 
@@ -78,7 +81,8 @@ def per_rank_numel(collective: str, size_bytes: int, p: int) -> int:
     return size_bytes // 4 if collective == "all_reduce" else size_bytes // (4 * p)
 
 
-def make_call(collective: str, fn: Callable, numel: int, p: int, fill: torch.Tensor | None = None) -> tuple[Callable[[], None], Callable[[], torch.Tensor]]:
+def make_call(collective: str, fn: Callable, numel: int, p: int,
+              fill: torch.Tensor | None = None) -> tuple[Callable[[], None], Callable[[], torch.Tensor]]:
     """A call of ``fn`` on fresh buffers (zeros, or ``fill``), and a way to read the result.
     Timing runs on zeros: a sum of zeros never overflows however often it is repeated."""
     dev = device()
@@ -147,8 +151,9 @@ def sweep(collective: str, sizes: Sequence[int], names: Sequence[str], iters: in
         nbytes = numel * 4 * (1 if collective == "all_reduce" else p)  # S as nccl-tests counts it
         for name in names:
             check(collective, name, ours[name], numel, p)
-            t, t_builtin, cpu, cpu_builtin = paired_times(make_call(collective, ours[name], numel, p)[0],
-                                                          make_call(collective, BUILTIN[collective], numel, p)[0], iters)
+            call, _ = make_call(collective, ours[name], numel, p)
+            builtin_call, _ = make_call(collective, BUILTIN[collective], numel, p)
+            t, t_builtin, cpu, cpu_builtin = paired_times(call, builtin_call, iters)
             rec = {"collective": collective, "algorithm": name, "world_size": p, "size_bytes": nbytes,
                    "time_s": t, "algbw": algbw(nbytes, t), "busbw": busbw(nbytes, t, p, collective),
                    "builtin_time_s": t_builtin, "builtin_busbw": busbw(nbytes, t_builtin, p, collective),
@@ -215,12 +220,12 @@ def bench(argv: list[str]) -> int:
 # --8<-- [start:main]
 def ring_target(size: int, p: int, iters: int = 5) -> dict:
     """Our ring beside the built-in at one size on the first p ranks (the others wait)."""
-    from snippets.allreduce import ring_allreduce
     sub = dist.new_group(list(range(p)))  # every rank must create it, members or not
     row = {"ranks": p, "size": f"{size >> 20} MiB"}
     if dist.get_rank() < p:
-        ours = make_call("all_reduce", functools.partial(ring_allreduce, group=sub, check=False), size // 4, p)[0]
-        theirs = make_call("all_reduce", functools.partial(dist.all_reduce, group=sub), size // 4, p)[0]
+        ring = functools.partial(allreduce.ring_allreduce, group=sub, check=False)
+        ours, _ = make_call("all_reduce", ring, size // 4, p)
+        theirs, _ = make_call("all_reduce", functools.partial(dist.all_reduce, group=sub), size // 4, p)
         t, t_builtin, cpu, cpu_builtin = paired_times(ours, theirs, iters, group=sub)
         row |= {"ring busbw (GB/s)": busbw(size, t, p) / 1e9, "built-in busbw (GB/s)": busbw(size, t_builtin, p) / 1e9,
                 "ring / built-in": t_builtin / t, "CPU per call: ring (ms)": cpu * 1e3,
@@ -232,9 +237,9 @@ def ring_target(size: int, p: int, iters: int = 5) -> dict:
 
 def handshake_cost(size: int, iters: int = 5) -> dict:
     """What our all-reduces' input check across ranks costs: the ring with it and without."""
-    from snippets.allreduce import ring_allreduce
     p = dist.get_world_size()
-    bare, checked = (make_call("all_reduce", functools.partial(ring_allreduce, check=c), size // 4, p)[0] for c in (False, True))
+    bare, _ = make_call("all_reduce", functools.partial(allreduce.ring_allreduce, check=False), size // 4, p)
+    checked, _ = make_call("all_reduce", functools.partial(allreduce.ring_allreduce, check=True), size // 4, p)
     t, t_checked, cpu, cpu_checked = paired_times(bare, checked, iters)
     return {"size": f"{size >> 10} KiB", "ranks": p, "ring (ms)": t * 1e3, "ring + handshake (ms)": t_checked * 1e3,
             "CPU per call: ring (ms)": cpu * 1e3, "CPU per call: ring + handshake (ms)": cpu_checked * 1e3}
@@ -243,11 +248,13 @@ def handshake_cost(size: int, iters: int = 5) -> dict:
 def main(target_mib: int = 64) -> dict:
     p = dist.get_world_size()
     machine, _ = cost_model.measure_machine([2 ** e for e in range(3, 24, 4)])  # 8 B … 8 MiB, ranks 0 ↔ 1
-    print0(f"α = {machine.alpha * 1e6:.1f} µs, β = {machine.beta * 1e9:.3f} ns/B, γ = {machine.gamma * 1e9:.3f} ns/B "
+    print0(f"α = {machine.alpha * 1e6:.1f} µs, β = {machine.beta * 1e9:.3f} ns/B, "
+           f"γ = {machine.gamma * 1e9:.3f} ns/B "
            f"(ping-pong between ranks 0 and 1, local adds)")
     small, large, names = [4 << 10, 64 << 10], [1 << 20, 4 << 20], list(algorithms("all_reduce"))
     sizes = small + large  # small calls are cheap: more rounds against the scheduler's noise
-    records = sweep("all_reduce", small, names, iters=15, machine=machine) + sweep("all_reduce", large, names, 5, machine)
+    records = (sweep("all_reduce", small, names, iters=15, machine=machine)
+               + sweep("all_reduce", large, names, iters=5, machine=machine))
     table = [{"size": f"{r['size_bytes'] >> 10} KiB", "algorithm": r["algorithm"], "time (ms)": r["time_s"] * 1e3,
               "α-β-γ predicted (ms)": r["predicted_time_s"] * 1e3, "busbw (GB/s)": r["busbw"] / 1e9,
               "built-in busbw (GB/s)": r["builtin_busbw"] / 1e9, "ours / built-in": r["ratio"],
@@ -257,8 +264,10 @@ def main(target_mib: int = 64) -> dict:
         at = [r for r in records if r["size_bytes"] == size]
         fastest = max(at, key=lambda r: r["ratio"])
         leanest = max(at, key=lambda r: r["builtin_cpu_s"] / r["cpu_s"])
-        best.append({"size": f"{size >> 10} KiB", "fastest of ours": fastest["algorithm"], "its busbw / built-in's": fastest["ratio"],
-                     "least CPU of ours": leanest["algorithm"], "built-in's CPU / its": leanest["builtin_cpu_s"] / leanest["cpu_s"]})
+        best.append({"size": f"{size >> 10} KiB",
+                     "fastest of ours": fastest["algorithm"], "its busbw / built-in's": fastest["ratio"],
+                     "least CPU of ours": leanest["algorithm"],
+                     "built-in's CPU / its": leanest["builtin_cpu_s"] / leanest["cpu_s"]})
     target = [ring_target(target_mib << 20, q) for q in sorted({2, p})] if target_mib else []
     handshake = [handshake_cost(1 << 20)]
     for row in best + target + handshake:
@@ -266,8 +275,8 @@ def main(target_mib: int = 64) -> dict:
     shown = ("ring", "double_tree", "halving_doubling")
     series = {f"{name}": [(r["size_bytes"], r["time_s"]) for r in records if r["algorithm"] == name] for name in shown}
     series["built-in"] = [(r["size_bytes"], r["builtin_time_s"]) for r in records if r["algorithm"] == "ring"]
-    predicted = {f"{name} (α-β-γ)": [(r["size_bytes"], r["predicted_time_s"]) for r in records if r["algorithm"] == name]
-                 for name in shown}
+    predicted = {f"{name} (α-β-γ)": [(r["size_bytes"], r["predicted_time_s"])
+                                     for r in records if r["algorithm"] == name] for name in shown}
     chart = line_chart({**series, **predicted}, title=f"All-reduce on {p} ranks: measured (solid), predicted (dashed)",
                        x_label="buffer size (bytes)", y_label="seconds", log_x=True, log_y=True, dashed=list(predicted))
     tables = {"sweep": table, "best": best, "target": target, "handshake": handshake}

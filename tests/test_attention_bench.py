@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -68,6 +71,17 @@ def test_json_records(capsys):
         same_n = {s["impl"]: s for s in records if s["seq_len"] == r["seq_len"]}
         assert r["time_vs_sdpa"] == pytest.approx(r["time_s"] / same_n["sdpa"]["time_s"])
         assert r["memory_vs_naive"] == pytest.approx(r["peak_bytes"] / same_n["naive"]["peak_bytes"])
+
+
+def test_json_stdout_is_only_json_from_the_command_line():
+    """Run as a user would: nothing else (profiler logs, notes) may land on stdout."""
+    proc = subprocess.run([sys.executable, "-m", "snippets", "bench", "attention", "--seq-lens", "48", "--iters", "1",
+                           "--threads", "1", "--json"], cwd=Path(__file__).resolve().parents[1],
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    records = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [r["impl"] for r in records] == ["naive", "flash", "sdpa"]
+    assert "USDT" not in proc.stderr
 
 
 def test_table_output_and_subset(capsys):

@@ -225,6 +225,34 @@ def test_bad_arguments_raise():
         cm.predict("bogus", 4, 10.0, M)
 
 
+# --- the model against the implementations' own traces ----------------------------------------
+
+def _traces(numel: int) -> dict:
+    import torch
+    from snippets.allreduce import halving_doubling_allreduce, ring_allreduce
+    out = {}
+    for name, fn in (("ring", ring_allreduce), ("halving_doubling", halving_doubling_allreduce)):
+        mine: list = []
+        fn(torch.ones(numel, dtype=torch.float64), trace=mine)  # small: one segment per message
+        everyone: list = [None] * dist.get_world_size()
+        dist.all_gather_object(everyone, mine)
+        out[name] = [s for part in everyone for s in part]
+    return out
+
+
+def test_start_ups_and_bytes_match_what_the_algorithms_send():
+    """Ring and Rabenseifner (p a power of two) send the same amount from every rank, in
+    lock-step rounds: the model's a is the number of rounds and b·n the bytes each rank sends."""
+    p, numel = 4, 4 * 1000  # divisible, so every chunk is the same size
+    traces = launch(_traces, p, backend="gloo", timeout_s=60, args=(numel,))[0]
+    n_bytes = numel * 8
+    for name, trace in traces.items():
+        cost = cm.ALGORITHMS[name](p)
+        assert len({s.step for s in trace}) == cost.alpha, name
+        for rank in range(p):
+            assert sum(s.nbytes for s in trace if s.src == rank) == pytest.approx(cost.beta * n_bytes), (name, rank)
+
+
 # --- the measurement, on real ranks ------------------------------------------------------------
 
 def _measure_on_ranks() -> dict:

@@ -142,8 +142,10 @@ def paired_times(ours: Callable[[], None], builtin: Callable[[], None], iters: i
 
 
 def sweep(collective: str, sizes: Sequence[int], names: Sequence[str], iters: int,
-          machine: cost_model.Machine | None = None, as_json: bool = False, handshake: bool = False) -> list[dict]:
-    """Every rank runs this; rank 0 prints one line per (algorithm, size) as it goes."""
+          machines: dict[str, cost_model.Machine] | None = None, as_json: bool = False,
+          handshake: bool = False) -> list[dict]:
+    """Every rank runs this; rank 0 prints one line per (algorithm, size) as it goes. For each
+    fitted machine in ``machines`` a record gets ``predicted_<name>_s``, the α-β-γ time."""
     p, ours = dist.get_world_size(), algorithms(collective, handshake)
     records = []
     for size in sizes:
@@ -158,8 +160,8 @@ def sweep(collective: str, sizes: Sequence[int], names: Sequence[str], iters: in
                    "time_s": t, "algbw": algbw(nbytes, t), "busbw": busbw(nbytes, t, p, collective),
                    "builtin_time_s": t_builtin, "builtin_busbw": busbw(nbytes, t_builtin, p, collective),
                    "ratio": t_builtin / t, "cpu_s": cpu, "builtin_cpu_s": cpu_builtin, "backend": dist.get_backend()}
-            if machine is not None and collective == "all_reduce" and name in MODEL_OF:
-                rec["predicted_time_s"] = cost_model.predict(MODEL_OF[name], p, nbytes, machine, segment_bytes(name))
+            for label, m in (machines or {}).items() if collective == "all_reduce" else ():
+                rec[f"predicted_{label}_s"] = cost_model.predict(MODEL_OF[name], p, nbytes, m, segment_bytes(name))
             records.append(rec)
             print0(json.dumps(rec) if as_json else format_row(rec))
     return records
@@ -247,16 +249,17 @@ def handshake_cost(size: int, iters: int = 5) -> dict:
 
 def main(target_mib: int = 64) -> dict:
     p = dist.get_world_size()
-    machine, _ = cost_model.measure_machine([2 ** e for e in range(3, 24, 4)])  # 8 B … 8 MiB, ranks 0 ↔ 1
-    print0(f"α = {machine.alpha * 1e6:.1f} µs, β = {machine.beta * 1e9:.3f} ns/B, "
-           f"γ = {machine.gamma * 1e9:.3f} ns/B "
-           f"(ping-pong between ranks 0 and 1, local adds)")
+    fit_sizes = [2 ** e for e in range(3, 24, 4)]  # 8 B … 8 MiB
+    machines = {pattern: cost_model.measure_machine(fit_sizes, pattern=pattern)[0] for pattern in ("ping_pong", "ring")}
+    for pattern, m in machines.items():
+        print0(f"{pattern:>9}: α = {m.alpha * 1e6:.1f} µs, β = {m.beta * 1e9:.3f} ns/B, γ = {m.gamma * 1e9:.3f} ns/B")
     small, large, names = [4 << 10, 64 << 10], [1 << 20, 4 << 20], list(algorithms("all_reduce"))
     sizes = small + large  # small calls are cheap: more rounds against the scheduler's noise
-    records = (sweep("all_reduce", small, names, iters=15, machine=machine)
-               + sweep("all_reduce", large, names, iters=5, machine=machine))
+    records = (sweep("all_reduce", small, names, iters=15, machines=machines)
+               + sweep("all_reduce", large, names, iters=5, machines=machines))
     table = [{"size": f"{r['size_bytes'] >> 10} KiB", "algorithm": r["algorithm"], "time (ms)": r["time_s"] * 1e3,
-              "α-β-γ predicted (ms)": r["predicted_time_s"] * 1e3, "busbw (GB/s)": r["busbw"] / 1e9,
+              "predicted, ping-pong fit (ms)": r["predicted_ping_pong_s"] * 1e3,
+              "predicted, ring fit (ms)": r["predicted_ring_s"] * 1e3, "busbw (GB/s)": r["busbw"] / 1e9,
               "built-in busbw (GB/s)": r["builtin_busbw"] / 1e9, "ours / built-in": r["ratio"],
               "ours / built-in, CPU time": r["builtin_cpu_s"] / r["cpu_s"]} for r in records]
     best = []
@@ -275,13 +278,12 @@ def main(target_mib: int = 64) -> dict:
     shown = ("ring", "double_tree", "halving_doubling")
     series = {f"{name}": [(r["size_bytes"], r["time_s"]) for r in records if r["algorithm"] == name] for name in shown}
     series["built-in"] = [(r["size_bytes"], r["builtin_time_s"]) for r in records if r["algorithm"] == "ring"]
-    predicted = {f"{name} (α-β-γ)": [(r["size_bytes"], r["predicted_time_s"])
+    predicted = {f"{name} (α-β-γ)": [(r["size_bytes"], r["predicted_ring_s"])
                                      for r in records if r["algorithm"] == name] for name in shown}
-    chart = line_chart({**series, **predicted}, title=f"All-reduce on {p} ranks: measured (solid), predicted (dashed)",
+    chart = line_chart({**series, **predicted}, title=f"All-reduce on {p} ranks: measured (solid), α-β-γ from the ring fit (dashed)",
                        x_label="buffer size (bytes)", y_label="seconds", log_x=True, log_y=True, dashed=list(predicted))
     tables = {"sweep": table, "best": best, "target": target, "handshake": handshake}
-    return {"records": records, "alpha_s": machine.alpha, "beta_s_per_byte": machine.beta,
-            "gamma_s_per_byte": machine.gamma, "tables": tables,
+    return {"records": records, "machines": {k: vars(m) for k, m in machines.items()}, "tables": tables,
             "figures": {"sweep_plot": chart}}
 
 

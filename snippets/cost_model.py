@@ -232,14 +232,36 @@ def reduce_time(sizes: Sequence[int], iters: int = 9) -> list[float]:
     return out
 
 
-def measure_machine(sizes: Sequence[int] | None = None, group: dist.ProcessGroup | None = None) -> tuple[Machine, dict]:
-    """Fit α, β to a ping-pong sweep and γ to a local-add sweep; also return the raw samples."""
+def ring_exchange(sizes: Sequence[int], iters: int = 9, group: dist.ProcessGroup | None = None) -> list[float]:
+    """Seconds for one ring step: every rank sends m bytes to its right and receives m from its
+    left, all at once. Unlike a ping-pong, every rank is busy, as in a real collective."""
+    ranks, dev = dist.get_process_group_ranks(group or dist.group.WORLD), device()
+    me, p = dist.get_rank(group), len(ranks)
+    out = []
+    for size in sizes:
+        send_buf = torch.empty(size, dtype=torch.uint8, device=dev)  # (m,)
+        recv_buf = torch.empty_like(send_buf)
+
+        def once() -> None:
+            works = [dist.isend(send_buf, ranks[(me + 1) % p], group), dist.irecv(recv_buf, ranks[(me - 1) % p], group)]
+            for w in works:
+                w.wait()
+        out.append(time_it(once, warmup=2, iters=iters, device=dev, group=group))
+    return out
+
+
+def measure_machine(sizes: Sequence[int] | None = None, group: dist.ProcessGroup | None = None,
+                    pattern: str = "ping_pong") -> tuple[Machine, dict]:
+    """Fit α, β to a sweep of ``pattern`` ("ping_pong" between ranks 0 and 1, or "ring": all
+    ranks at once) and γ to a local-add sweep; also return the raw samples."""
+    if pattern not in ("ping_pong", "ring"):
+        raise ValueError(f"unknown pattern {pattern!r}: use 'ping_pong' or 'ring'")
     sizes = list(sizes or [2 ** e for e in range(3, 25, 2)])  # 8 B … 8 MiB
-    t_net = ping_pong(sizes, group=group)
+    t_net = (ping_pong if pattern == "ping_pong" else ring_exchange)(sizes, group=group)
     t_add = reduce_time(sizes)
     alpha, beta = fit_line(sizes, t_net)
     _, gamma = fit_line(sizes, t_add)
-    return Machine(alpha, beta, max(gamma, 0.0)), {"sizes": sizes, "ping_pong_s": t_net, "reduce_s": t_add}
+    return Machine(alpha, beta, max(gamma, 0.0)), {"sizes": sizes, f"{pattern}_s": t_net, "reduce_s": t_add}
 # --8<-- [end:measure]
 
 

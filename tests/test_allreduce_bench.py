@@ -119,7 +119,7 @@ def test_wrong_algorithm_is_caught_and_main_reports():
     assert out[0]["records"][0]["size_bytes"] == 3 * 4 * 7
     main = out[0]["main"]
     assert {r["algorithm"] for r in main["records"]} == set(ab.MODEL_OF)
-    assert all(r["predicted_time_s"] > 0 and r["builtin_busbw"] > 0 for r in main["records"])
+    assert all(r["predicted_ping_pong_s"] > 0 and r["predicted_ring_s"] > 0 for r in main["records"])
     assert main["figures"]["sweep_plot"].startswith("<svg") and len(main["tables"]["sweep"]) == len(main["records"])
     assert [row["ranks"] for row in main["tables"]["target"]] == [2, 3]
     assert all(row["ring / built-in"] > 0 for row in main["tables"]["target"])

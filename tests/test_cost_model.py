@@ -223,6 +223,8 @@ def test_bad_arguments_raise():
         cm.tree_cost(4, segments=0)
     with pytest.raises(ValueError, match="unknown algorithm"):
         cm.predict("bogus", 4, 10.0, M)
+    with pytest.raises(ValueError, match="unknown pattern"):
+        cm.measure_machine(pattern="bogus")
 
 
 # --- the model against the implementations' own traces ----------------------------------------
@@ -258,13 +260,15 @@ def test_start_ups_and_bytes_match_what_the_algorithms_send():
 def _measure_on_ranks() -> dict:
     sub = dist.new_group([1, 2])  # ping-pong inside a sub-group: ranks 1 and 2, rank 0 outside
     inner = cm.ping_pong([64, 4096], iters=2, group=sub) if dist.get_rank() in (1, 2) else None
+    ring = cm.ring_exchange([64, 4096], iters=2)  # all three ranks at once
     result = cm.main()  # whole world of 3: rank 2 only keeps the timer's barriers
-    return {"inner": inner, "result": result}
+    return {"inner": inner, "ring": ring, "result": result}
 
 
 def test_main_fits_and_reports_on_three_ranks():
     out = launch(_measure_on_ranks, 3, backend="gloo", timeout_s=60)
     assert all(t > 0 for t in out[1]["inner"]) and out[0]["inner"] is None
+    assert all(t > 0 for rank in out for t in rank["ring"])
     r = out[0]["result"]
     assert r["alpha_s"] > 0 and r["beta_s_per_byte"] > 0
     assert len(r["ping_pong_s"]) == len(r["sizes"]) and all(t > 0 for t in r["ping_pong_s"])

@@ -63,19 +63,21 @@ def _causal_mask(q_start: int, n_q: int, k_start: int, n_k: int, device: torch.d
 def flash_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
                   scale: float | None = None, block_q: int = BLOCK_Q,
                   block_k: int = BLOCK_K) -> tuple[torch.Tensor, torch.Tensor]:
-    """Algorithm 1 of FlashAttention-2. Returns O (B, H, N, d) in fp32 and L (B, H, N)."""
+    """Algorithm 1 of FlashAttention-2. Returns O (B, H, N, d) and L (B, H, N), in fp32
+    (fp64 for fp64 inputs)."""
     B, H, N, d = q.shape
     M = k.shape[2]
     scale = 1 / math.sqrt(d) if scale is None else scale
-    q, k, v = q.float(), k.float(), v.float()  # accumulate in fp32 whatever the input dtype
-    O = torch.empty(B, H, N, d, device=q.device)
-    L = torch.empty(B, H, N, device=q.device)
+    acc = torch.promote_types(q.dtype, torch.float32)  # fp16/bf16 accumulate in fp32 (fp64 stays)
+    q, k, v = q.to(acc), k.to(acc), v.to(acc)
+    O = torch.empty(B, H, N, d, dtype=acc, device=q.device)
+    L = torch.empty(B, H, N, dtype=acc, device=q.device)
     for i in range(0, N, block_q):  # line 3: for each query block Q_i (parallel across blocks on a GPU)
         Qi = q[:, :, i:i + block_q] * scale  # (B, H, Br, d); folding the scale in here saves a pass over S
         br = Qi.shape[2]
-        Oi = torch.zeros(B, H, br, d, device=q.device)  # line 5: O_i = 0, ℓ_i = 0, m_i = -inf
-        li = torch.zeros(B, H, br, 1, device=q.device)
-        mi = torch.full((B, H, br, 1), float("-inf"), device=q.device)
+        Oi = torch.zeros_like(Qi)  # line 5: O_i = 0, ℓ_i = 0, m_i = -inf
+        li = torch.zeros_like(Qi[..., :1])  # (B, H, Br, 1)
+        mi = torch.full_like(li, float("-inf"))
         k_end = min(M, i + br) if causal else M  # blocks wholly above the diagonal are all masked: skip
         for j in range(0, k_end, block_k):  # line 6
             Kj, Vj = k[:, :, j:j + block_k], v[:, :, j:j + block_k]  # (B, H, Bc, d)
@@ -99,12 +101,14 @@ def flash_backward(dO: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.
                    L: torch.Tensor, causal: bool = False, scale: float | None = None,
                    block_q: int = BLOCK_Q, block_k: int = BLOCK_K,
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Algorithm 2 of FlashAttention-2: recompute P from L, never store it. fp32 gradients."""
+    """Algorithm 2 of FlashAttention-2: recompute P from L, never store it. fp32 gradients
+    (fp64 for fp64 inputs)."""
     B, H, N, d = q.shape
     M = k.shape[2]
     scale = 1 / math.sqrt(d) if scale is None else scale
-    q, k, v, dO = q.float(), k.float(), v.float(), dO.float()
-    D = (dO * O.float()).sum(-1, keepdim=True)  # line 4: D = rowsum(dO ∘ O), (B, H, N, 1)
+    acc = torch.promote_types(q.dtype, torch.float32)
+    q, k, v, dO = q.to(acc), k.to(acc), v.to(acc), dO.to(acc)
+    D = (dO * O.to(acc)).sum(-1, keepdim=True)  # line 4: D = rowsum(dO ∘ O), (B, H, N, 1)
     dq = torch.zeros_like(q)
     dk, dv = torch.zeros_like(k), torch.zeros_like(v)
     for j in range(0, M, block_k):  # line 5: for each key/value block (parallel on a GPU)

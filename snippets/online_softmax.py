@@ -109,14 +109,14 @@ def merge_outputs(o_a: torch.Tensor, lse_a: torch.Tensor, o_b: torch.Tensor,
     Shapes: o (..., N, d_head), lse (..., N). A row with lse = -inf (saw no key) weighs 0.
     """
     def state(lse: torch.Tensor) -> SoftmaxState:
-        m = lse.float().unsqueeze(-1)  # (..., N, 1)
-        return SoftmaxState(m, (~torch.isneginf(m)).float())  # d = 1, or 0 for an empty row
+        m = _accumulator(lse).unsqueeze(-1)  # (..., N, 1)
+        return SoftmaxState(m, (~torch.isneginf(m)).to(m.dtype))  # d = 1, or 0 for an empty row
     a, b = state(lse_a), state(lse_b)
     m, d = merge(a, b)
     lse = _safe(m) + torch.log(d)  # (..., N, 1); -inf where both saw nothing
     w_a = torch.exp(a.m - _safe(m)) * a.d / d.clamp_min(torch.finfo(d.dtype).tiny)  # (..., N, 1)
     w_b = torch.exp(b.m - _safe(m)) * b.d / d.clamp_min(torch.finfo(d.dtype).tiny)
-    o = w_a * o_a.float() + w_b * o_b.float()  # (..., N, d_head)
+    o = w_a * _accumulator(o_a) + w_b * _accumulator(o_b)  # (..., N, d_head)
     return o.to(o_a.dtype), lse.squeeze(-1)
 # --8<-- [end:merge_outputs]
 

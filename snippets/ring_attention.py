@@ -90,11 +90,12 @@ def _visible(step: int, rank: int, world_size: int, causal: bool, n: int) -> tup
 # --8<-- [start:forward]
 def ring_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool,
                  group: dist.ProcessGroup | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Local O (B, H, n, d) in fp32 and its log-sum-exp L (B, H, n)."""
+    """Local O (B, H, n, d) and its log-sum-exp L (B, H, n), in fp32 (fp64 for fp64 inputs)."""
     rank, p = dist.get_rank(group), dist.get_world_size(group)
     n = q.shape[2]
-    O = torch.zeros(q.shape, device=q.device)
-    L = torch.full(q.shape[:3], float("-inf"), device=q.device)  # -inf: no key seen yet
+    acc = torch.promote_types(q.dtype, torch.float32)  # partials merge in fp32; K, V travel as they are
+    O = torch.zeros(q.shape, dtype=acc, device=q.device)
+    L = torch.full(q.shape[:3], float("-inf"), dtype=acc, device=q.device)  # -inf: no key seen yet
     kv = torch.stack([k, v])  # (2, B, H, n, d): one message per hop
     for step in range(p):
         pending = _start_pass(kv, group, tag=0) if step < p - 1 else None  # next block, in flight
@@ -115,9 +116,10 @@ def ring_backward(dO: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.T
     final probability). dK, dV ride along with their K, V and come home after p hops."""
     rank, p = dist.get_rank(group), dist.get_world_size(group)
     n = q.shape[2]
-    dq = torch.zeros(q.shape, device=q.device)
+    acc = torch.promote_types(q.dtype, torch.float32)
+    dq = torch.zeros(q.shape, dtype=acc, device=q.device)
     kv = torch.stack([k, v])  # (2, B, H, n, d)
-    dkv = torch.zeros(kv.shape, device=q.device)  # accumulator for the block now visiting
+    dkv = torch.zeros(kv.shape, dtype=acc, device=q.device)  # accumulator for the block now visiting
     grads_pending = None
     for step in range(p):
         pending = _start_pass(kv, group, tag=0) if step < p - 1 else None

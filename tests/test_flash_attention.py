@@ -55,6 +55,16 @@ def test_fp32_tight(case, causal: bool) -> None:
 
 
 @pytest.mark.parametrize("causal", [False, True])
+def test_fp64_to_rounding(causal: bool) -> None:
+    """In fp64 any indexing or rescaling slip shows up far above the 1e-10 tolerance."""
+    q, k, v, dO = _inputs((2, 3, 101, 40), (2, 3, 101, 40), torch.float64, seed=9)
+    for name, a, b in zip("O dQ dK dV".split(), _ours(q, k, v, dO, causal, block_q=32, block_k=24),
+                          _reference(q, k, v, dO, causal)):
+        assert a.dtype == torch.float64
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10, msg=lambda m: f"{name}: {m}")
+
+
+@pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 def test_half_loose(dtype: torch.dtype, causal: bool) -> None:
     q, k, v, dO = _inputs((2, 2, 203, 64), (2, 2, 203, 64), dtype, seed=7)

@@ -39,6 +39,7 @@ def _all_checks(with_subgroups: bool) -> dict:
         for chunk, d in ((1, 32), (13, 64), (9, 128)):  # chunk 1: every rank holds 2 rows
             results[f"fp32 causal={causal} chunk={chunk} d={d}"] = (_check(chunk, 2, 3, chunk, d, causal, torch.float32), 1e-5)
         results[f"bf16 causal={causal}"] = (_check(11, 1, 2, 21, 64, causal, torch.bfloat16), 4e-2)
+        results[f"fp64 causal={causal}"] = (_check(12, 1, 2, 5, 32, causal, torch.float64), 1e-10)
     if with_subgroups:  # two rings at once on disjoint groups: peers are group ranks, not world ranks
         rank, p = dist.get_rank(), dist.get_world_size()
         groups = [dist.new_group([r for r in range(p) if r % 2 == parity]) for parity in (0, 1)]

@@ -87,6 +87,11 @@ def extras_rank() -> list[str]:
         dist.all_reduce(theirs, ReduceOp.MAX)
         if not torch.equal(m.t(), theirs):
             failures.append(f"{name} on a transposed (5, 3) view")
+        for shape in ((0,), ()):  # empty, and a 0-dim scalar
+            t = torch.full(shape, float(me + 1))
+            fn(t)
+            if not torch.equal(t, torch.full(shape, p * (p + 1) / 2)):
+                failures.append(f"{name} on shape {shape}: {t}")
         try:
             fn(torch.ones(3, dtype=torch.int64), ReduceOp.AVG)
             failures.append(f"{name} accepted AVG on int64")

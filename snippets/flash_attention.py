@@ -16,6 +16,7 @@ and large query blocks keep the matrix products big enough to be fast on a CPU.
 
 from __future__ import annotations
 
+import argparse
 import math
 
 import torch
@@ -161,15 +162,36 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
 # --8<-- [end:autograd]
 
 
-def main() -> dict:
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def head_dim(text: str) -> int:
+    d = int(text)
+    if not MIN_HEAD_DIM <= d <= MAX_HEAD_DIM or d % 8:
+        raise argparse.ArgumentTypeError(f"use a multiple of 8 from {MIN_HEAD_DIM} to {MAX_HEAD_DIM}, got {d}")
+    return d
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--seq-len", type=positive_int, default=300, help="N (default 300: two tiles and a ragged one)")
+    parser.add_argument("--head-dim", type=head_dim, default=64, help="d, a multiple of 8 from 32 to 128 (default 64)")
+    parser.add_argument("--block-q", type=positive_int, default=128, help="query rows per tile (default 128)")
+    parser.add_argument("--block-k", type=positive_int, default=96, help="key rows per tile (default 96)")
+
+
+def main(seq_len: int = 300, head_dim: int = 64, block_q: int = 128, block_k: int = 96) -> dict:
     torch.manual_seed(0)
     rows = []
-    # N = 300 with 128-wide tiles: two full blocks and a ragged one, so the edges are exercised.
+    N, d = seq_len, head_dim
     for dtype, tol in ((torch.float32, 1e-4), (torch.bfloat16, 5e-2)):
         for causal in (False, True):
-            q, k, v = (torch.randn(2, 3, 300, 64, dtype=dtype, requires_grad=True) for _ in range(3))
-            dO = torch.randn(2, 3, 300, 64, dtype=dtype)
-            ours = flash_attention(q, k, v, causal, block_q=128, block_k=96)
+            q, k, v = (torch.randn(2, 3, N, d, dtype=dtype, requires_grad=True) for _ in range(3))
+            dO = torch.randn(2, 3, N, d, dtype=dtype)
+            ours = flash_attention(q, k, v, causal, block_q=block_q, block_k=block_k)
             grads = torch.autograd.grad(ours, (q, k, v), dO)
             # The oracle: PyTorch's own attention, in fp32 even for bf16 inputs.
             q32, k32, v32 = (t.detach().float().requires_grad_() for t in (q, k, v))
@@ -180,8 +202,8 @@ def main() -> dict:
             assert max(errs) <= tol, f"{dtype} causal={causal}: max errors {errs} exceed {tol}"
             rows.append({"dtype": str(dtype).removeprefix("torch."), "causal": causal,
                          "O": errs[0], "dQ": errs[1], "dK": errs[2], "dV": errs[3]})
-    print0("tiled FlashAttention-2 vs F.scaled_dot_product_attention, B=2 H=3 N=300 d=64, "
-           "tiles 128×96, max |error|:")
+    print0(f"tiled FlashAttention-2 vs F.scaled_dot_product_attention, B=2 H=3 N={N} d={d}, "
+           f"tiles {block_q}×{block_k}, max |error|:")
     for r in rows:
         print0(f"  {r['dtype']:<9} causal={r['causal']!s:<5}  O {r['O']:.1e}  dQ {r['dQ']:.1e}  "
                f"dK {r['dK']:.1e}  dV {r['dV']:.1e}")

@@ -23,12 +23,14 @@ travel with them, each rank adding its share, until one last hop brings them hom
 
 from __future__ import annotations
 
+import argparse
+
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
 from snippets._runtime import Spec, device, main_entry, print0
-from snippets.flash_attention import check_inputs, flash_backward, flash_forward
+from snippets.flash_attention import check_inputs, flash_backward, flash_forward, head_dim, positive_int
 from snippets.online_softmax import merge_outputs
 
 SPEC = Spec(summary="context parallelism: K/V blocks go round a ring, partials merge by online softmax",
@@ -171,14 +173,20 @@ def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bo
     return RingAttention.apply(q, k, v, causal, group)
 
 
-def main() -> dict:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--chunk", type=positive_int, default=37,
+                        help="rows per zig-zag chunk; N = 2 × ranks × chunk (default 37)")
+    parser.add_argument("--head-dim", type=head_dim, default=64, help="d, a multiple of 8 from 32 to 128 (default 64)")
+
+
+def main(chunk: int = 37, head_dim: int = 64) -> dict:
     rank, p = dist.get_rank(), dist.get_world_size()
     dev = device()
     gen = torch.Generator().manual_seed(0)  # the same full sequence on every rank
-    N = 2 * p * 37  # 37-row chunks: odd, so no power-of-two accident hides an index bug
+    N = 2 * p * chunk  # default 37-row chunks: odd, so no power-of-two accident hides an index bug
     rows = []
     for causal in (False, True):
-        q, k, v, dO = (torch.randn(2, 2, N, 64, generator=gen).to(dev) for _ in range(4))
+        q, k, v, dO = (torch.randn(2, 2, N, head_dim, generator=gen).to(dev) for _ in range(4))
         mine = [zigzag_shard(t, rank, p).requires_grad_(t is not dO) for t in (q, k, v, dO)]
         out = ring_attention(*mine[:3], causal=causal)
         grads = torch.autograd.grad(out, mine[:3], mine[3])
@@ -197,14 +205,13 @@ def main() -> dict:
         rows.append({"causal": causal, "O": errs[0], "dQ": errs[1], "dK": errs[2], "dV": errs[3]})
 
     # Why zig-zag: unmasked (query, key) pairs each rank owns under a causal mask.
-    chunk = N // (2 * p)
-
     def pairs(positions: list[int] | range) -> int:
         return sum(i + 1 for i in positions)  # query i sees keys 0..i
+
     balance = [{"rank": r, "contiguous": pairs(range(r * 2 * chunk, (r + 1) * 2 * chunk)),
                 "zig-zag": pairs(zigzag_shard(torch.arange(N)[None, None, :], r, p)[0, 0].tolist())}
                for r in range(p)]
-    print0(f"ring attention on {p} ranks, B=2 H=2 N={N} d=64 (zig-zag chunks of {chunk}), "
+    print0(f"ring attention on {p} ranks, B=2 H=2 N={N} d={head_dim} (zig-zag chunks of {chunk}), "
            f"vs SDPA on the gathered sequence, max |error|:")
     for r in rows:
         print0(f"  causal={r['causal']!s:<5}  O {r['O']:.1e}  dQ {r['dQ']:.1e}  dK {r['dK']:.1e}  dV {r['dV']:.1e}")

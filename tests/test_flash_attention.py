@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -132,3 +135,12 @@ def test_bad_dtype_and_blocks() -> None:
 def test_main_checks_itself() -> None:
     rows = fa.main()["tables"]["errors"]
     assert {(r["dtype"], r["causal"]) for r in rows} == {(d, c) for d in ("float32", "bfloat16") for c in (False, True)}
+
+
+def test_command_line_options() -> None:
+    ok = subprocess.run([sys.executable, "-m", "snippets", "run", "flash_attention", "--seq-len", "45",
+                         "--head-dim", "32", "--block-q", "16", "--block-k", "20"], capture_output=True, text=True)
+    assert ok.returncode == 0 and "N=45 d=32, tiles 16×20" in ok.stdout, ok.stderr
+    bad = subprocess.run([sys.executable, "-m", "snippets", "run", "flash_attention", "--head-dim", "20"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "multiple of 8" in bad.stderr and "Traceback" not in bad.stderr

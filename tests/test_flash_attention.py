@@ -144,3 +144,16 @@ def test_command_line_options() -> None:
     bad = subprocess.run([sys.executable, "-m", "snippets", "run", "flash_attention", "--head-dim", "20"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "multiple of 8" in bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("causal", [False, True])
+def test_on_cuda(dtype: torch.dtype, causal: bool) -> None:
+    q, k, v, dO = (t.detach().cuda().requires_grad_(t.requires_grad)
+                   for t in _inputs((2, 4, 1000, 64), (2, 4, 1000, 64), dtype, seed=11))
+    tol = 1e-4 if dtype == torch.float32 else 3e-2
+    for a, b in zip(_ours(q, k, v, dO, causal), _reference(q, k, v, dO, causal)):
+        assert a.device.type == "cuda" and a.dtype == dtype
+        assert (a.double() - b).abs().max().item() <= tol

@@ -8,7 +8,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from snippets import ring_attention as ra
-from snippets._runtime import launch
+from snippets._runtime import device, launch
 
 
 def _check(seed: int, B: int, H: int, chunk: int, d: int, causal: bool, dtype: torch.dtype,
@@ -89,3 +89,28 @@ def test_main_checks_itself() -> None:
     result = launch(ra.main, 3, backend="gloo", timeout_s=60)[0]
     assert [r["causal"] for r in result["tables"]["errors"]] == [False, True]
     assert len({b["zig-zag"] for b in result["tables"]["balance"]}) == 1
+
+
+def _nccl_checks() -> dict:
+    assert device().type == "cuda"
+    return {causal: _check_on(device(), causal) for causal in (False, True)}
+
+
+def _check_on(dev: torch.device, causal: bool) -> float:
+    rank, p = dist.get_rank(), dist.get_world_size()
+    g = torch.Generator().manual_seed(21)
+    q, k, v = (torch.randn(2, 4, 2 * p * 100, 64, generator=g).to(dev) for _ in range(3))
+    mine = [ra.zigzag_shard(t, rank, p).requires_grad_() for t in (q, k, v)]
+    out = ra.ring_attention(*mine, causal=causal)
+    out.sum().backward()
+    ref = [t.requires_grad_() for t in (q, k, v)]
+    F.scaled_dot_product_attention(*ref, is_causal=causal).sum().backward()
+    return max((a - ra.zigzag_shard(b, rank, p)).abs().max().item()
+               for a, b in zip([m.grad for m in mine], [r.grad for r in ref]))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs")
+def test_on_nccl() -> None:
+    for errors in launch(_nccl_checks, 2, backend="nccl", timeout_s=120):
+        assert max(errors.values()) <= 1e-3

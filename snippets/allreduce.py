@@ -21,8 +21,8 @@ import torch
 import torch.distributed as dist
 from torch.distributed import ReduceOp
 
+from snippets._p2p import Send
 from snippets._runtime import Spec, device, main_entry, print0
-from snippets.collectives import Send
 from snippets.halving_doubling import halving_doubling_allreduce
 from snippets.naive_allreduce import naive_allreduce
 from snippets.ring_allreduce import ring_allreduce

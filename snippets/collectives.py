@@ -16,162 +16,19 @@ every rank instead of leaving one of them waiting for a message that never comes
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.distributed as dist
 from torch.distributed import ReduceOp
 
+from snippets._p2p import agree, agree_on_size, combine_, finish_, group_ranks, op_problem, wait_all
 from snippets._runtime import Spec, device, main_entry, print0
 
 SPEC = Spec(summary="broadcast, scatter, gather, reduce, all_gather, reduce_scatter, all_to_all, barrier from send/recv",
             world_size=4)
 
-OPS = {"SUM": ReduceOp.SUM, "PRODUCT": ReduceOp.PRODUCT, "MIN": ReduceOp.MIN, "MAX": ReduceOp.MAX, "AVG": ReduceOp.AVG}
-DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int32, torch.int64)
-
-
-# --8<-- [start:reduce_op]
-def op_name(op: object) -> str | None:
-    return next((name for name, known in OPS.items() if op == known), None)
-
-
-def combine_(acc: torch.Tensor, other: torch.Tensor, op: ReduceOp) -> None:
-    """acc ← acc ⊕ other, elementwise and in place: the one reduction every algorithm uses.
-    AVG adds here and divides once at the end (``finish_``), as gloo and NCCL do."""
-    if op == ReduceOp.SUM or op == ReduceOp.AVG:
-        acc.add_(other)
-    elif op == ReduceOp.PRODUCT:
-        acc.mul_(other)
-    elif op == ReduceOp.MIN:
-        torch.minimum(acc, other, out=acc)
-    elif op == ReduceOp.MAX:
-        torch.maximum(acc, other, out=acc)
-    else:
-        raise ValueError(f"unsupported reduce op {op}: use SUM, PRODUCT, MIN, MAX or AVG")
-
-
-def finish_(t: torch.Tensor, op: ReduceOp, p: int) -> None:
-    if op == ReduceOp.AVG:
-        t.div_(p)
-
-
-def op_problem(t: torch.Tensor, op: object) -> str:
-    """Why (op, dtype) can't be reduced, or '' if it can."""
-    if op_name(op) is None:
-        return f"unsupported reduce op {op}: use SUM, PRODUCT, MIN, MAX or AVG"
-    if t.dtype not in DTYPES:
-        return f"unsupported dtype {t.dtype}: use a float or int32/int64 tensor"
-    if op == ReduceOp.AVG and not t.dtype.is_floating_point:
-        return f"ReduceOp.AVG needs a floating-point tensor, got {t.dtype} (torch refuses it too)"
-    return ""
-# --8<-- [end:reduce_op]
-
-
-# --8<-- [start:trace]
-@dataclass(frozen=True)
-class Send:
-    """One message of a schedule: at ``step``, global rank ``src`` sends elements
-    [start, stop) of the flat tensor (``nbytes`` bytes) to global rank ``dst``."""
-
-    step: int
-    src: int
-    dst: int
-    start: int
-    stop: int
-    nbytes: int
-    phase: str = ""
-
-
-def send(flat: torch.Tensor, start: int, stop: int, dst: int, group: dist.ProcessGroup | None,
-         trace: list | None = None, step: int = 0, phase: str = "", tag: int = 0) -> dist.Work | None:
-    """isend ``flat[start:stop]`` to global rank ``dst``, noting it in ``trace`` if given.
-    An empty range sends nothing (the receiver knows the same bounds and skips too)."""
-    if stop <= start:
-        return None
-    if trace is not None:
-        trace.append(Send(step, dist.get_rank(), dst, start, stop, (stop - start) * flat.element_size(), phase))
-    return dist.isend(flat[start:stop], dst, group=group, tag=tag)
-
-
-def recv(buf: torch.Tensor, src: int, group: dist.ProcessGroup | None, tag: int = 0) -> dist.Work | None:
-    return dist.irecv(buf, src, group=group, tag=tag) if buf.numel() else None
-
-
-def wait_all(works: list) -> None:
-    for w in works:
-        if w is not None:
-            w.wait()
-# --8<-- [end:trace]
-
-
-# --8<-- [start:agree]
-def group_ranks(group: dist.ProcessGroup | None) -> tuple[list[int], int]:
-    """(global ranks of the group in group order, my index among them)."""
-    ranks = dist.get_process_group_ranks(group or dist.group.WORLD)
-    me = dist.get_rank(group)
-    if me < 0:
-        raise ValueError(f"rank {dist.get_rank()} is not a member of this group (ranks {ranks})")
-    return ranks, me
-
-
-def agree(fields: list[int], problem: str, group: dist.ProcessGroup | None) -> list[list[int]]:
-    """Every rank learns every rank's ``fields`` (the same number of ints on every rank) and
-    raises the same ValueError if any rank reported a ``problem``: one round of tiny messages."""
-    ranks, me = group_ranks(group)
-    text = list(problem.encode()[:160].ljust(160))
-    mine = torch.tensor([len(fields), *fields, *text], dtype=torch.int64, device=device())
-    theirs = [mine if j == me else torch.empty_like(mine) for j in range(len(ranks))]
-    works = [dist.isend(mine, r, group=group) for j, r in enumerate(ranks) if j != me]
-    works += [dist.irecv(theirs[j], r, group=group) for j, r in enumerate(ranks) if j != me]
-    wait_all(works)
-    rows = [t.tolist() for t in theirs]
-    for j, row in enumerate(rows):
-        reported = bytes(row[1 + row[0]:]).decode(errors="replace").strip()
-        if reported:
-            raise ValueError(f"rank {ranks[j]}: {reported}")
-    return [row[1:1 + row[0]] for row in rows]
-
-
-def agree_on_size(t: torch.Tensor, group: dist.ProcessGroup | None, what: str, problem: str = "") -> None:
-    """Raise on every rank if any rank found a ``problem`` or the tensors' numel/dtype differ."""
-    seen = agree([t.numel(), DTYPES.index(t.dtype) if t.dtype in DTYPES else -1], problem, group)
-    if len({tuple(row) for row in seen}) > 1:
-        raise ValueError(f"{what}: tensors differ across ranks (numel, dtype code per rank: {seen}); "
-                         "every rank must pass the same size and dtype")
-
 
 def _check_peer(peer: int, ranks: list[int], name: str) -> str:
     return "" if peer in ranks else f"{name}={peer} is not a rank of this group (ranks {ranks})"
-# --8<-- [end:agree]
-
-
-# --8<-- [start:flat]
-def bounds(n: int, parts: int) -> list[int]:
-    """Offsets splitting n elements into ``parts`` near-equal chunks: chunk c is
-    [bounds[c], bounds[c+1]); the first n % parts chunks get one element more."""
-    q, r = divmod(n, parts)
-    return [c * q + min(c, r) for c in range(parts + 1)]
-
-
-def begin(tensor: torch.Tensor, op: ReduceOp, group: dist.ProcessGroup | None, what: str,
-          check: bool = True) -> tuple[torch.Tensor, list[int], int]:
-    """Check the input (on every rank, see ``agree``) and return (flat view, global ranks, my index).
-    A non-contiguous tensor is reduced in a contiguous copy that ``end`` writes back."""
-    ranks, me = group_ranks(group)
-    problem = op_problem(tensor, op)
-    if check and len(ranks) > 1:
-        agree_on_size(tensor, group, what, problem)
-    elif problem:
-        raise ValueError(problem)
-    return (tensor.view(-1) if tensor.is_contiguous() else tensor.contiguous().view(-1)), ranks, me
-
-
-def end(tensor: torch.Tensor, flat: torch.Tensor, op: ReduceOp, p: int) -> None:
-    finish_(flat, op, p)
-    if flat.data_ptr() != tensor.data_ptr() or not tensor.is_contiguous():
-        tensor.copy_(flat.view_as(tensor))
-# --8<-- [end:flat]
 
 
 # --8<-- [start:rooted]
@@ -294,8 +151,8 @@ def reduce_scatter(output: torch.Tensor, input_list: list[torch.Tensor], op: Red
         w = dist.isend(partial, right, group=group)
         dist.recv(incoming, left, group=group)  # partial of piece (me − k − 2) mod p
         w.wait()
-        partial = incoming.clone()
-        combine_(partial, input_list[(me - k - 2) % p], op)
+        combine_(incoming, input_list[(me - k - 2) % p], op)
+        partial, incoming = incoming, partial  # the sent buffer is free again: it takes the next one
     output.copy_(partial)
     finish_(output, op, p)
 

@@ -20,8 +20,8 @@ import torch
 import torch.distributed as dist
 from torch.distributed import ReduceOp
 
+from snippets._p2p import begin, bounds, combine_, end, recv, send, wait_all
 from snippets._runtime import Spec, device, main_entry, print0
-from snippets.collectives import begin, bounds, combine_, end, recv, send, wait_all
 
 SPEC = Spec(summary="Rabenseifner's all-reduce: recursive-halving reduce-scatter, recursive-doubling all-gather",
             world_size=6)

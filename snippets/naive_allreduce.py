@@ -18,8 +18,8 @@ import torch
 import torch.distributed as dist
 from torch.distributed import ReduceOp
 
+from snippets._p2p import begin, combine_, end, recv, send, wait_all
 from snippets._runtime import Spec, device, main_entry, print0
-from snippets.collectives import begin, combine_, end, recv, send, wait_all
 
 SPEC = Spec(summary="all-reduce the naive ways: via a root, or everyone to everyone", world_size=4)
 VARIANTS = ("root", "everyone")

@@ -21,8 +21,8 @@ import torch
 import torch.distributed as dist
 from torch.distributed import ReduceOp
 
+from snippets._p2p import Send, begin, bounds, combine_, end, recv, send, wait_all
 from snippets._runtime import Spec, device, main_entry, print0
-from snippets.collectives import Send, begin, bounds, combine_, end, recv, send, wait_all
 
 SPEC = Spec(summary="ring all-reduce: reduce-scatter then all-gather, segmented so it pipelines", world_size=4)
 

@@ -26,8 +26,8 @@ import torch
 import torch.distributed as dist
 from torch.distributed import ReduceOp
 
+from snippets._p2p import begin, combine_, end, recv, send, wait_all
 from snippets._runtime import Spec, device, main_entry, print0
-from snippets.collectives import begin, combine_, end, recv, send, wait_all
 
 SPEC = Spec(summary="pipelined binary-tree and double-binary-tree all-reduce", world_size=6)
 

@@ -124,21 +124,32 @@ class Paired(NamedTuple):
     builtin_cpu_s: float
 
 
+def cpu_per_call(fn: Callable[[], None], iters: int, group: dist.ProcessGroup | None = None) -> float:
+    """CPU seconds this process (all its threads) spends per call, over back-to-back calls with
+    no timer in between, averaged over the ranks."""
+    dev = device()
+    dist.barrier(group=group)
+    start = time.process_time()
+    for _ in range(iters):
+        fn()
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+    spent = torch.tensor([(time.process_time() - start) / iters], dtype=torch.float64, device=dev)
+    dist.all_reduce(spent, group=group)
+    return spent.item() / dist.get_world_size(group)
+
+
 def paired_times(ours: Callable[[], None], builtin: Callable[[], None], iters: int,
                  group: dist.ProcessGroup | None = None) -> Paired:
-    """Time ours and the built-in alternately, one call each per round. CPU time is kept too:
-    on a machine with more ranks than cores it is what a call really costs."""
-    dev, wall, cpu = device(), ([], []), [0.0, 0.0]
+    """Time ours and the built-in alternately, one call each per round; then the CPU time of
+    each: on a machine with more ranks than cores it is what a call really costs."""
+    dev, wall = device(), ([], [])
     ours(), builtin()  # warm-up: connections, allocations, caches
     for _ in range(iters):
-        for i, fn in enumerate((ours, builtin)):
-            start = time.process_time()
-            wall[i].append(time_it(fn, warmup=0, iters=1, device=dev, group=group))
-            cpu[i] += time.process_time() - start
-    mean_cpu = torch.tensor(cpu, dtype=torch.float64, device=dev) / iters  # (2,)
-    dist.all_reduce(mean_cpu, group=group)
-    mean_cpu /= dist.get_world_size(group)
-    return Paired(statistics.median(wall[0]), statistics.median(wall[1]), *mean_cpu.tolist())
+        wall[0].append(time_it(ours, warmup=0, iters=1, device=dev, group=group))
+        wall[1].append(time_it(builtin, warmup=0, iters=1, device=dev, group=group))
+    return Paired(statistics.median(wall[0]), statistics.median(wall[1]),
+                  cpu_per_call(ours, iters, group), cpu_per_call(builtin, iters, group))
 
 
 def sweep(collective: str, sizes: Sequence[int], names: Sequence[str], iters: int,

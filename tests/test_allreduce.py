@@ -16,7 +16,7 @@ import torch.distributed as dist
 from torch.distributed import ReduceOp
 
 from snippets import allreduce
-from snippets._runtime import launch
+from snippets._runtime import device, launch
 from snippets.ring_allreduce import ring_allreduce
 from snippets.tree_allreduce import double_tree_allreduce, tree_allreduce
 
@@ -35,8 +35,8 @@ VARIANTS = {**allreduce.ALGORITHMS,
 def _input(numel: int, dtype: torch.dtype, seed: int) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     if dtype.is_floating_point:
-        return torch.randn(numel, generator=g, dtype=dtype)
-    return torch.randint(-3, 4, (numel,), generator=g, dtype=dtype)  # small: products of 8 stay exact
+        return torch.randn(numel, generator=g, dtype=dtype).to(device())
+    return torch.randint(-3, 4, (numel,), generator=g, dtype=dtype).to(device())  # small: products of 8 stay exact
 
 
 def _same(ours: torch.Tensor, theirs: torch.Tensor) -> bool:
@@ -191,3 +191,10 @@ def test_public_names() -> None:
 
 def test_main_reports_every_algorithm(on_3_ranks: list[dict]) -> None:
     assert [row["algorithm"] for row in on_3_ranks[0]["main"]["tables"]["algorithms"]] == list(allreduce.ALGORITHMS)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs at least 2 CUDA GPUs")
+def test_every_algorithm_matches_torch_on_nccl() -> None:
+    p = min(torch.cuda.device_count(), 8)
+    assert not _failures(launch(all_checks_rank, p, backend="nccl", timeout_s=120, args=(False, False)), "sweep")

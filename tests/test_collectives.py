@@ -10,12 +10,13 @@ import torch.distributed as dist
 from torch.distributed import ReduceOp
 
 from snippets import collectives as C
-from snippets._runtime import launch
+from snippets._runtime import device, launch
 
 
 def _x(n: int, seed: int, dtype: torch.dtype = torch.int64) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
-    return torch.randn(n, generator=g, dtype=dtype) if dtype.is_floating_point else torch.randint(-3, 4, (n,), generator=g)
+    x = torch.randn(n, generator=g, dtype=dtype) if dtype.is_floating_point else torch.randint(-3, 4, (n,), generator=g)
+    return x.to(device())
 
 
 def collectives_rank() -> list[str]:
@@ -52,16 +53,16 @@ def collectives_rank() -> list[str]:
         for dtype in (torch.int64, torch.float64):
             inputs = [_x(n, 10 * me + j, dtype) for j in range(p)]
             for op in (ReduceOp.SUM, ReduceOp.MAX) + ((ReduceOp.AVG,) if dtype.is_floating_point else ()):
-                a, b = torch.empty(n, dtype=dtype), torch.empty(n, dtype=dtype)
+                a, b = torch.empty(n, dtype=dtype, device=device()), torch.empty(n, dtype=dtype, device=device())
                 C.reduce_scatter(a, inputs, op), dist.reduce_scatter(b, inputs, op)
                 check(f"reduce_scatter {op} {dtype} n={n}",
                       torch.allclose(a, b, rtol=1e-12, atol=1e-12) if dtype.is_floating_point else torch.equal(a, b))
         ins = [_x(n, 10 * me + j) for j in range(p)]
-        la, lb = [torch.empty(n, dtype=torch.int64) for _ in range(p)], [torch.empty(n, dtype=torch.int64) for _ in range(p)]
+        la, lb = ([torch.empty(n, dtype=torch.int64, device=device()) for _ in range(p)] for _ in range(2))
         C.all_to_all(la, ins), dist.all_to_all(lb, ins)
         check(f"all_to_all n={n}", all(map(torch.equal, la, lb)))
     uneven_in = [_x((me + 2 * j) % 3, me) for j in range(p)]  # some pieces are empty
-    uneven_out = [torch.empty((j + 2 * me) % 3, dtype=torch.int64) for j in range(p)]
+    uneven_out = [torch.empty((j + 2 * me) % 3, dtype=torch.int64, device=device()) for j in range(p)]
     C.all_to_all(uneven_out, uneven_in)
     everyone: list = [None] * p
     dist.all_gather_object(everyone, uneven_in)
@@ -132,3 +133,10 @@ def test_main_runs_and_reports_every_collective() -> None:
     result = launch(C.main, 3, backend="gloo", timeout_s=60)[0]
     names = {row["collective"].split(",")[0] for row in result["tables"]["schedules"]}
     assert names == set(C.SCHEDULES)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs at least 2 CUDA GPUs")
+def test_collectives_match_torch_on_nccl() -> None:
+    p = min(torch.cuda.device_count(), 8)
+    assert not [f for r in launch(collectives_rank, p, backend="nccl", timeout_s=120) for f in r]

@@ -133,6 +133,10 @@ def double_tree_allreduce(tensor: torch.Tensor, op: ReduceOp = ReduceOp.SUM, gro
         seg, half = max(1, segment_bytes // flat.element_size()), flat.numel() // 2
         trees = [_tree(flat, 0, half, op, ranks, me, 0, group, seg, trace),
                  _tree(flat, half, flat.numel(), op, ranks, me, 1, group, seg, trace)]
+        if dist.get_backend(group) == "nccl":  # NCCL ignores tags: one tree after the other keeps
+            for tree in trees:                  # every pair's messages in the same order on both sides
+                for _ in tree:
+                    pass
         while trees:  # take turns, one segment each, until both trees are done
             trees = [t for t in trees if next(t, StopIteration) is not StopIteration]
     end(tensor, flat, op, len(ranks))

@@ -96,21 +96,33 @@ def _tree(flat: torch.Tensor, lo: int, hi: int, op: ReduceOp, ranks: list[int], 
         a, b = pieces[i]
         return recv(landing[c][i % WINDOW][:b - a], c, group, tag=which)
     pending = {c: [post(c, i) for i in range(min(WINDOW, S))] for c in children}
+    down: list = []  # receives of the total, one per segment, posted as my partial for it goes up
+    forwarded = 0  # segments whose total I have passed on to my children
+
+    def forward(i: int) -> None:  # idealised schedule: a rank at depth d sends the total of segment i at step i + D + d
+        a, b = pieces[i]
+        for c in children:
+            sends.append(send(flat, a, b, c, group, trace, i + D + d, "broadcast", tag=which))
     for i, (a, b) in enumerate(pieces):  # up: children's partial sums meet mine, then go to my parent
         for c in children:
             pending[c][i].wait()
             combine_(flat[a:b], landing[c][i % WINDOW][:b - a], op)  # (segment,) ⊕= child's partial
             if i + WINDOW < S:
                 pending[c].append(post(c, i + WINDOW))
-        if parent >= 0:  # idealised schedule: a rank at depth d sends segment i at step i + D − d
+        if parent < 0:  # the root now holds the total of segment i: send it down at once
+            forward(i)
+            forwarded += 1
+        else:  # a rank at depth d sends segment i up at step i + D − d
             sends.append(send(flat, a, b, parent, group, trace, i + D - d, "reduce", tag=which))
+            down.append(recv(flat[a:b], parent, group, tag=which))  # can only arrive after my partial was read
+        while forwarded < len(down) and down[forwarded].is_completed():  # pass on totals that are already here,
+            forward(forwarded)                                             # without waiting: up and down overlap
+            forwarded += 1
         yield
-    down = [recv(flat[a:b], parent, group, tag=which) for a, b in pieces] if parent >= 0 else []
-    for i, (a, b) in enumerate(pieces):  # down: the total flows back from the root
-        if down:
-            down[i].wait()
-        for c in children:
-            sends.append(send(flat, a, b, c, group, trace, S + D - 1 + i + d, "broadcast", tag=which))
+    while forwarded < S:  # the rest of the totals, in order
+        down[forwarded].wait()
+        forward(forwarded)
+        forwarded += 1
         yield
     wait_all(sends)
 

@@ -171,8 +171,10 @@ def sweep(collective: str, sizes: Sequence[int], names: Sequence[str], iters: in
                    "time_s": t, "algbw": algbw(nbytes, t), "busbw": busbw(nbytes, t, p, collective),
                    "builtin_time_s": t_builtin, "builtin_busbw": busbw(nbytes, t_builtin, p, collective),
                    "ratio": t_builtin / t, "cpu_s": cpu, "builtin_cpu_s": cpu_builtin, "backend": dist.get_backend()}
-            for label, m in (machines or {}).items() if collective == "all_reduce" else ():
-                rec[f"predicted_{label}_s"] = cost_model.predict(MODEL_OF[name], p, nbytes, m, segment_bytes(name))
+            for label, m in (machines or {}).items():
+                rec[f"predicted_{label}_s"] = (
+                    cost_model.predict(MODEL_OF[name], p, nbytes, m, segment_bytes(name)) if collective == "all_reduce"
+                    else cost_model.COLLECTIVES[collective](p).time(nbytes, m))
             records.append(rec)
             print0(json.dumps(rec) if as_json else format_row(rec))
     return records
@@ -258,6 +260,41 @@ def handshake_cost(size: int, iters: int = 5) -> dict:
             "CPU per call: ring (ms)": cpu * 1e3, "CPU per call: ring + handshake (ms)": cpu_checked * 1e3}
 
 
+def _label(r: dict) -> str:
+    return r["algorithm"] if r["collective"] == "all_reduce" else r["collective"]
+
+
+def _row(r: dict) -> dict:
+    return {"size": f"{r['size_bytes'] >> 10} KiB", "algorithm": _label(r), "time (ms)": r["time_s"] * 1e3,
+            "predicted, ping-pong fit (ms)": r["predicted_ping_pong_s"] * 1e3,
+            "predicted, ring fit (ms)": r["predicted_ring_s"] * 1e3, "busbw (GB/s)": r["busbw"] / 1e9,
+            "built-in busbw (GB/s)": r["builtin_busbw"] / 1e9, "ours / built-in": r["ratio"],
+            "ours / built-in, CPU time": r["builtin_cpu_s"] / r["cpu_s"]}
+
+
+def _best(records: list[dict], size: int) -> dict:
+    at = [r for r in records if r["size_bytes"] == size]
+    fastest = max(at, key=lambda r: r["ratio"])
+    leanest = max(at, key=lambda r: r["builtin_cpu_s"] / r["cpu_s"])
+    return {"size": f"{size >> 10} KiB", "fastest of ours": fastest["algorithm"], "its busbw / built-in's": fastest["ratio"],
+            "least CPU of ours": leanest["algorithm"], "built-in's CPU / its": leanest["builtin_cpu_s"] / leanest["cpu_s"]}
+
+
+def _plot(records: list[dict], names: Sequence[str], title: str) -> str:
+    """Measured time (solid) and the ring fit's prediction (dashed) per name, and the built-in."""
+    series: dict[str, list] = {}
+    for name in names:
+        series[name] = [(r["size_bytes"], r["time_s"]) for r in records if _label(r) == name]
+    for collective in dict.fromkeys(r["collective"] for r in records):  # one built-in line per collective
+        first = next(_label(r) for r in records if r["collective"] == collective and _label(r) in names)
+        series[f"built-in {collective}"] = [(r["size_bytes"], r["builtin_time_s"]) for r in records if _label(r) == first]
+    dashed = [f"{name} (α-β-γ)" for name in names]
+    for name in names:
+        series[f"{name} (α-β-γ)"] = [(r["size_bytes"], r["predicted_ring_s"]) for r in records if _label(r) == name]
+    return line_chart(series, title=title, x_label="buffer size S (bytes)", y_label="seconds", log_x=True, log_y=True,
+                      dashed=dashed)
+
+
 def main(target_mib: int = 64) -> dict:
     p = dist.get_world_size()
     fit_sizes = [2 ** e for e in range(3, 24, 4)]  # 8 B … 8 MiB
@@ -265,37 +302,21 @@ def main(target_mib: int = 64) -> dict:
     for pattern, m in machines.items():
         print0(f"{pattern:>9}: α = {m.alpha * 1e6:.1f} µs, β = {m.beta * 1e9:.3f} ns/B, γ = {m.gamma * 1e9:.3f} ns/B")
     small, large, names = [4 << 10, 64 << 10], [1 << 20, 4 << 20], list(algorithms("all_reduce"))
-    sizes = small + large  # small calls are cheap: more rounds against the scheduler's noise
-    records = (sweep("all_reduce", small, names, iters=15, machines=machines)
-               + sweep("all_reduce", large, names, iters=5, machines=machines))
-    table = [{"size": f"{r['size_bytes'] >> 10} KiB", "algorithm": r["algorithm"], "time (ms)": r["time_s"] * 1e3,
-              "predicted, ping-pong fit (ms)": r["predicted_ping_pong_s"] * 1e3,
-              "predicted, ring fit (ms)": r["predicted_ring_s"] * 1e3, "busbw (GB/s)": r["busbw"] / 1e9,
-              "built-in busbw (GB/s)": r["builtin_busbw"] / 1e9, "ours / built-in": r["ratio"],
-              "ours / built-in, CPU time": r["builtin_cpu_s"] / r["cpu_s"]} for r in records]
-    best = []
-    for size in sizes:
-        at = [r for r in records if r["size_bytes"] == size]
-        fastest = max(at, key=lambda r: r["ratio"])
-        leanest = max(at, key=lambda r: r["builtin_cpu_s"] / r["cpu_s"])
-        best.append({"size": f"{size >> 10} KiB",
-                     "fastest of ours": fastest["algorithm"], "its busbw / built-in's": fastest["ratio"],
-                     "least CPU of ours": leanest["algorithm"],
-                     "built-in's CPU / its": leanest["builtin_cpu_s"] / leanest["cpu_s"]})
-    target = [ring_target(target_mib << 20, q) for q in sorted({2, p})] if target_mib else []
-    handshake = [handshake_cost(1 << 20)]
-    for row in best + target + handshake:
+    records = (sweep("all_reduce", small, names, iters=15, machines=machines)  # small calls are cheap: more
+               + sweep("all_reduce", large, names, iters=5, machines=machines))  # rounds against the noise
+    others = [r for c in ("all_gather", "reduce_scatter")
+              for r in sweep(c, [64 << 10, 1 << 20, 4 << 20], ["ring"], iters=5, machines=machines)]
+    tables = {"sweep": [_row(r) for r in records], "best": [_best(records, s) for s in small + large],
+              "target": [ring_target(target_mib << 20, q) for q in sorted({2, p})] if target_mib else [],
+              "handshake": [handshake_cost(1 << 20)], "gather_scatter": [_row(r) for r in others]}
+    for row in tables["best"] + tables["target"] + tables["handshake"]:
         print0("  " + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()))
-    shown = ("ring", "double_tree", "halving_doubling")
-    series = {f"{name}": [(r["size_bytes"], r["time_s"]) for r in records if r["algorithm"] == name] for name in shown}
-    series["built-in"] = [(r["size_bytes"], r["builtin_time_s"]) for r in records if r["algorithm"] == "ring"]
-    predicted = {f"{name} (α-β-γ)": [(r["size_bytes"], r["predicted_ring_s"])
-                                     for r in records if r["algorithm"] == name] for name in shown}
-    chart = line_chart({**series, **predicted}, title=f"All-reduce on {p} ranks: measured (solid), α-β-γ from the ring fit (dashed)",
-                       x_label="buffer size (bytes)", y_label="seconds", log_x=True, log_y=True, dashed=list(predicted))
-    tables = {"sweep": table, "best": best, "target": target, "handshake": handshake}
-    return {"records": records, "machines": {k: vars(m) for k, m in machines.items()}, "tables": tables,
-            "figures": {"sweep_plot": chart}}
+    figures = {"sweep_plot": _plot(records, ("ring", "double_tree", "halving_doubling"),
+                                   f"All-reduce on {p} ranks: measured (solid), α-β-γ from the ring fit (dashed)"),
+               "gather_scatter_plot": _plot(others, ("all_gather", "reduce_scatter"),
+                                            f"All-gather and reduce-scatter on {p} ranks")}
+    return {"records": records + others, "machines": {k: vars(m) for k, m in machines.items()},
+            "tables": tables, "figures": figures}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -132,6 +132,22 @@ def halving_doubling_cost(p: int) -> Cost:
     return Cost(2 * lg + 2 * extra, 2 * (q - 1) / q + 2 * extra, (q - 1) / q + extra)
 
 
+def ring_all_gather_cost(p: int) -> Cost:
+    """All-gather around a ring, n = the gathered size: p-1 steps of n/p bytes (Thakur et al.
+    2005 §4.1): (p-1)α + (p-1)/p·nβ. Half of a ring all-reduce."""
+    _check_p(p)
+    return Cost(p - 1, (p - 1) / p, 0)
+
+
+def ring_reduce_scatter_cost(p: int) -> Cost:
+    """Reduce-scatter around a ring, n = the input size: p-1 steps of n/p bytes, each added on
+    arrival: (p-1)α + (p-1)/p·n(β + γ). The other half of a ring all-reduce."""
+    _check_p(p)
+    return Cost(p - 1, (p - 1) / p, (p - 1) / p)
+
+
+COLLECTIVES = {"all_gather": ring_all_gather_cost, "reduce_scatter": ring_reduce_scatter_cost}
+
 ALGORITHMS: dict[str, Callable[[int], Cost]] = {
     "naive_reduce_broadcast": naive_reduce_broadcast_cost,
     "naive_all_to_all": naive_all_to_all_cost,

@@ -118,9 +118,11 @@ def test_wrong_algorithm_is_caught_and_main_reports():
     assert all(r["caught"] for r in out)
     assert out[0]["records"][0]["size_bytes"] == 3 * 4 * 7
     main = out[0]["main"]
-    assert {r["algorithm"] for r in main["records"]} == set(ab.MODEL_OF)
+    reduce = [r for r in main["records"] if r["collective"] == "all_reduce"]
+    assert {r["algorithm"] for r in reduce} == set(ab.MODEL_OF) and len(main["tables"]["sweep"]) == len(reduce)
+    assert {r["collective"] for r in main["records"]} == {"all_reduce", "all_gather", "reduce_scatter"}
     assert all(r["predicted_ping_pong_s"] > 0 and r["predicted_ring_s"] > 0 for r in main["records"])
-    assert main["figures"]["sweep_plot"].startswith("<svg") and len(main["tables"]["sweep"]) == len(main["records"])
+    assert all(svg.startswith("<svg") for svg in main["figures"].values())
     assert [row["ranks"] for row in main["tables"]["target"]] == [2, 3]
     assert all(row["ring / built-in"] > 0 for row in main["tables"]["target"])
 

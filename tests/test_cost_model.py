@@ -108,7 +108,9 @@ def pipelined_schedule(trees: list[dict[int, int]], n: float, k: int) -> list:
 @pytest.mark.parametrize("p", [1, 2, 3, 4, 5, 6, 7, 8, 13, 64])
 def test_closed_forms_match_their_schedules(p):
     pairs = [(cm.ring_cost, ring_schedule), (cm.naive_reduce_broadcast_cost, naive_reduce_broadcast_schedule),
-             (cm.naive_all_to_all_cost, naive_all_to_all_schedule), (cm.halving_doubling_cost, halving_doubling_schedule)]
+             (cm.naive_all_to_all_cost, naive_all_to_all_schedule), (cm.halving_doubling_cost, halving_doubling_schedule),
+             (cm.ring_reduce_scatter_cost, lambda p, n: ring_schedule(p, n)[:p - 1]),
+             (cm.ring_all_gather_cost, lambda p, n: ring_schedule(p, n)[p - 1:])]
     for formula, schedule in pairs:
         assert formula(p).time(N, M) == pytest.approx(schedule_time(schedule(p, N), M), rel=1e-12), formula.__name__
 

@@ -276,8 +276,10 @@ def _best(records: list[dict], size: int) -> dict:
     at = [r for r in records if r["size_bytes"] == size]
     fastest = max(at, key=lambda r: r["ratio"])
     leanest = max(at, key=lambda r: r["builtin_cpu_s"] / r["cpu_s"])
-    return {"size": f"{size >> 10} KiB", "fastest of ours": fastest["algorithm"], "its busbw / built-in's": fastest["ratio"],
-            "least CPU of ours": leanest["algorithm"], "built-in's CPU / its": leanest["builtin_cpu_s"] / leanest["cpu_s"]}
+    return {"size": f"{size >> 10} KiB",
+            "fastest of ours": fastest["algorithm"], "its busbw / built-in's": fastest["ratio"],
+            "least CPU of ours": leanest["algorithm"],
+            "built-in's CPU / its": leanest["builtin_cpu_s"] / leanest["cpu_s"]}
 
 
 def _plot(records: list[dict], names: Sequence[str], title: str) -> str:
@@ -287,7 +289,8 @@ def _plot(records: list[dict], names: Sequence[str], title: str) -> str:
         series[name] = [(r["size_bytes"], r["time_s"]) for r in records if _label(r) == name]
     for collective in dict.fromkeys(r["collective"] for r in records):  # one built-in line per collective
         first = next(_label(r) for r in records if r["collective"] == collective and _label(r) in names)
-        series[f"built-in {collective}"] = [(r["size_bytes"], r["builtin_time_s"]) for r in records if _label(r) == first]
+        series[f"built-in {collective}"] = [(r["size_bytes"], r["builtin_time_s"])
+                                            for r in records if _label(r) == first]
     dashed = [f"{name} (α-β-γ)" for name in names]
     for name in names:
         series[f"{name} (α-β-γ)"] = [(r["size_bytes"], r["predicted_ring_s"]) for r in records if _label(r) == name]
@@ -300,7 +303,8 @@ def main(target_mib: int = 64) -> dict:
     fit_sizes = [2 ** e for e in range(3, 24, 4)]  # 8 B … 8 MiB
     machines = {pattern: cost_model.measure_machine(fit_sizes, pattern=pattern)[0] for pattern in ("ping_pong", "ring")}
     for pattern, m in machines.items():
-        print0(f"{pattern:>9}: α = {m.alpha * 1e6:.1f} µs, β = {m.beta * 1e9:.3f} ns/B, γ = {m.gamma * 1e9:.3f} ns/B")
+        print0(f"{pattern:>9}: α = {m.alpha * 1e6:.1f} µs, β = {m.beta * 1e9:.3f} ns/B, "
+               f"γ = {m.gamma * 1e9:.3f} ns/B")
     small, large, names = [4 << 10, 64 << 10], [1 << 20, 4 << 20], list(algorithms("all_reduce"))
     records = (sweep("all_reduce", small, names, iters=15, machines=machines)  # small calls are cheap: more
                + sweep("all_reduce", large, names, iters=5, machines=machines))  # rounds against the noise

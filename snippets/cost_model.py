@@ -314,7 +314,7 @@ def main() -> dict:
     errors = [abs(p - t) / t for p, t in zip(predicted, t_net)]
     median_error = sorted(errors)[len(errors) // 2]
     # the oracle is the measurement itself: the fitted line must explain the ping-pong it came from
-    assert m.alpha > 0 and m.beta > 0, f"fit gave α={m.alpha:.3g} s, β={m.beta:.3g} s/B: not a latency and a bandwidth"
+    assert m.alpha > 0 and m.beta > 0, f"fit gave α={m.alpha:.3g} s, β={m.beta:.3g} s/B: not a latency, a bandwidth"
     assert median_error < 0.5, f"α + mβ misses the median ping-pong size by {median_error:.0%}"
     print0(f"α = {m.alpha * 1e6:.1f} µs   β = {m.beta * 1e9:.3f} ns/B ({1 / m.beta / 1e9:.2f} GB/s)   "
            f"γ = {m.gamma * 1e9:.3f} ns/B ({1 / max(m.gamma, 1e-30) / 1e9:.2f} GB/s of adds)")

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import torch
 import torch.distributed as dist
-from torch.distributed import ReduceOp
 
 from snippets._p2p import Send
 from snippets._runtime import Spec, device, main_entry, print0

@@ -23,8 +23,8 @@ from torch.distributed import ReduceOp
 from snippets._p2p import agree, agree_on_size, combine_, finish_, group_ranks, op_problem, wait_all
 from snippets._runtime import Spec, device, main_entry, print0
 
-SPEC = Spec(summary="broadcast, scatter, gather, reduce, all_gather, reduce_scatter, all_to_all, barrier from send/recv",
-            world_size=4)
+SPEC = Spec(summary="broadcast, scatter, gather, reduce, all_gather, reduce_scatter, all_to_all, barrier "
+                    "from send/recv", world_size=4)
 
 
 def _check_peer(peer: int, ranks: list[int], name: str) -> str:
@@ -58,7 +58,8 @@ def reduce(tensor: torch.Tensor, dst: int, op: ReduceOp = ReduceOp.SUM,
     """Binomial tree run backwards: partial results meet at the root in ⌈log2 p⌉ rounds.
     Only ``dst`` gets the result; the other ranks' tensors are left as they were."""
     ranks, me = group_ranks(group)
-    agree_on_size(tensor, group, "reduce", _check_peer(dst, ranks, "dst") or _no_async(async_op) or op_problem(tensor, op))
+    problem = _check_peer(dst, ranks, "dst") or _no_async(async_op) or op_problem(tensor, op)
+    agree_on_size(tensor, group, "reduce", problem)
     p, root = len(ranks), ranks.index(dst)
     v = (me - root) % p
     acc = tensor if v == 0 else tensor.clone()  # (n,), never write into a non-root's input
@@ -127,7 +128,8 @@ def all_gather(tensor_list: list[torch.Tensor], tensor: torch.Tensor,
     neighbour; after p−1 steps every rank holds every piece."""
     ranks, me = group_ranks(group)
     p = len(ranks)
-    agree_on_size(tensor, group, "all_gather", _list_problem(tensor_list, tensor, p, "tensor_list") or _no_async(async_op))
+    problem = _list_problem(tensor_list, tensor, p, "tensor_list") or _no_async(async_op)
+    agree_on_size(tensor, group, "all_gather", problem)
     right, left = ranks[(me + 1) % p], ranks[(me - 1) % p]
     tensor_list[me].copy_(tensor)
     for k in range(p - 1):
@@ -165,8 +167,9 @@ def all_to_all(output_tensor_list: list[torch.Tensor], input_tensor_list: list[t
     p = len(ranks)
     problem = _no_async(async_op)
     if not problem and (len(output_tensor_list) != p or len(input_tensor_list) != p):
-        problem = f"all_to_all needs {p} output and {p} input tensors, got {len(output_tensor_list)} and {len(input_tensor_list)}"
-    sizes = [t.numel() for t in input_tensor_list] + [t.numel() for t in output_tensor_list] if not problem else [0] * 2 * p
+        problem = (f"all_to_all needs {p} output and {p} input tensors, "
+                   f"got {len(output_tensor_list)} and {len(input_tensor_list)}")
+    sizes = [0] * 2 * p if problem else [t.numel() for t in input_tensor_list + output_tensor_list]
     seen = agree(sizes, problem, group)
     bad = [(i, j) for i in range(p) for j in range(p) if seen[i][j] != seen[j][p + i]]
     if bad:

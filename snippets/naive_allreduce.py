@@ -80,7 +80,8 @@ def main(numel: int = 200_003) -> dict:
     rows = [{"rank": r, "root: bytes sent": sent["root"][r], "everyone: bytes sent": sent["everyone"][r],
              "ring: bytes sent": round(2 * (p - 1) / p * nbytes)} for r in range(p)]
     assert sent["root"][0] == (p - 1) * nbytes and sent["everyone"][0] == (p - 1) * nbytes
-    print0(f"{p} ranks: both naive all-reduces match dist.all_reduce for SUM, PRODUCT, MIN, MAX, AVG ({numel:,} float64)")
+    print0(f"{p} ranks: both naive all-reduces match dist.all_reduce for SUM, PRODUCT, MIN, MAX, AVG "
+           f"({numel:,} float64)")
     print0(f"bytes sent per rank for a {nbytes:,}-byte vector: root variant {sent['root']}, "
            f"everyone variant {sent['everyone']}; a ring sends {round(2 * (p - 1) / p * nbytes):,} per rank")
     return {"tables": {"bytes": rows}, "world_size": p}

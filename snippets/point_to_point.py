@@ -143,7 +143,8 @@ def main(deadlock_timeout: float = 3.0) -> dict:
     print0("    " + ("gloo reads the buffer when the receiver is ready, not at isend: touching it before "
                      "wait() changed what was sent." if changed else
                      "this time the data had left before the write; the contract still says: wait() first."))
-    return {"tables": {"exchanges": rows}, "deadlocked": blocked, "deadlock_seconds": [e["seconds"] for e in everyone[:2]],
+    return {"tables": {"exchanges": rows}, "deadlocked": blocked,
+            "deadlock_seconds": [e["seconds"] for e in everyone[:2]],
             "write_before_wait_received": received}
 
 

@@ -52,7 +52,8 @@ def _ring(flat: torch.Tensor, op: ReduceOp, ranks: list[int], me: int, group: di
     steps = 2 * (p - 1)  # p−1 reduce-scatter steps, then p−1 all-gather steps
     # At step t I receive chunk (me − t − 1) mod p from the left and send chunk (me − t) mod p to the right,
     # segment by segment; `slots` lists every segment I will receive, in the order it arrives.
-    slots = [(t, a, b) for t in range(steps) for a, b in _pieces(edge[(me - t - 1) % p], edge[(me - t - 1) % p + 1], seg)]
+    slots = [(t, a, b) for t in range(steps)
+             for a, b in _pieces(edge[(me - t - 1) % p], edge[(me - t - 1) % p + 1], seg)]
     # Reduce-scatter segments land in a few small buffers used in turn (allocating n/p elements per call
     # would cost more than the additions); all-gather segments land where they belong.
     landing = [flat.new_empty(min(seg, edge[1] - edge[0])) for _ in range(window)]  # window × (segment,)

@@ -132,7 +132,8 @@ def tree_allreduce(tensor: torch.Tensor, op: ReduceOp = ReduceOp.SUM, group: dis
     """In place, like ``dist.all_reduce``: reduce up one binary tree, broadcast back down."""
     flat, ranks, me = begin(tensor, op, group, "tree_allreduce", check)
     if len(ranks) > 1:
-        for _ in _tree(flat, 0, flat.numel(), op, ranks, me, 0, group, max(1, segment_bytes // flat.element_size()), trace):
+        seg = max(1, segment_bytes // flat.element_size())
+        for _ in _tree(flat, 0, flat.numel(), op, ranks, me, 0, group, seg, trace):
             pass
     end(tensor, flat, op, len(ranks))
 
@@ -159,7 +160,8 @@ def main(numel: int = 1_000_003) -> dict:
     """Both tree all-reduces against dist.all_reduce for every op; the trees' shapes; traces vs theory."""
     p, me, dev = dist.get_world_size(), dist.get_rank(), device()
     x = torch.randn(numel, dtype=torch.float64, generator=torch.Generator().manual_seed(me)).to(dev)  # (n,)
-    ops = {"SUM": ReduceOp.SUM, "PRODUCT": ReduceOp.PRODUCT, "MIN": ReduceOp.MIN, "MAX": ReduceOp.MAX, "AVG": ReduceOp.AVG}
+    ops = {"SUM": ReduceOp.SUM, "PRODUCT": ReduceOp.PRODUCT, "MIN": ReduceOp.MIN, "MAX": ReduceOp.MAX,
+           "AVG": ReduceOp.AVG}
     for fn in (tree_allreduce, double_tree_allreduce):
         for name, op in ops.items():
             ours, theirs = x.clone(), x.clone()
@@ -182,7 +184,8 @@ def main(numel: int = 1_000_003) -> dict:
         roles = ["inner" if btree(p, tree_of(p, w)[0](r))[1] else "leaf" for w in (0, 1)]
         sent = {name: sum(s.nbytes for s in tr if s.src == r) for name, tr in traces.items()}
         rows.append({"rank": r, "tree 1": roles[0], "tree 2": roles[1],
-                     "bytes sent, tree": sent["tree_allreduce"], "bytes sent, double tree": sent["double_tree_allreduce"],
+                     "bytes sent, tree": sent["tree_allreduce"],
+                     "bytes sent, double tree": sent["double_tree_allreduce"],
                      "ring would send": round(2 * (p - 1) / p * n_small * 8)})
     both_inner = sum(row["tree 1"] == row["tree 2"] == "inner" for row in rows)
     assert both_inner <= p % 2, f"{both_inner} ranks are inner nodes of both trees"

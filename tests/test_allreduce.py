@@ -63,7 +63,8 @@ def sweep_rank() -> list[str]:
                     ours = x.clone()
                     fn(ours, op)
                     if not _same(ours, theirs):
-                        failures.append(f"p={p} {name} {op_name} {dtype} n={numel}: {ours.tolist()} != {theirs.tolist()}")
+                        failures.append(f"p={p} {name} {op_name} {dtype} n={numel}: "
+                                        f"{ours.tolist()} != {theirs.tolist()}")
     return failures
 
 

@@ -25,7 +25,8 @@ def test_bounds_cover_everything_nearly_evenly(n: int, parts: int) -> None:
 def test_combine_matches_torch(dtype: torch.dtype) -> None:
     g = torch.Generator().manual_seed(0)
     a, b = (torch.randint(-5, 6, (37,), generator=g).to(dtype) for _ in range(2))
-    expected = {ReduceOp.SUM: a + b, ReduceOp.PRODUCT: a * b, ReduceOp.MIN: torch.min(a, b), ReduceOp.MAX: torch.max(a, b)}
+    expected = {ReduceOp.SUM: a + b, ReduceOp.PRODUCT: a * b,
+                ReduceOp.MIN: torch.min(a, b), ReduceOp.MAX: torch.max(a, b)}
     for op, want in expected.items():
         acc = a.clone()
         _p2p.combine_(acc, b, op)

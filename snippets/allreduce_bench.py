@@ -282,18 +282,22 @@ def _best(records: list[dict], size: int) -> dict:
             "built-in's CPU / its": leanest["builtin_cpu_s"] / leanest["cpu_s"]}
 
 
+SHORT = {"double_tree": "double tree", "halving_doubling": "halv-doubl", "all_reduce": "gloo",
+         "all_gather": "AG", "reduce_scatter": "RS"}  # legend labels that fit beside the plot
+
+
 def _plot(records: list[dict], names: Sequence[str], title: str) -> str:
     """Measured time (solid) and the ring fit's prediction (dashed) per name, and the built-in."""
     series: dict[str, list] = {}
     for name in names:
-        series[name] = [(r["size_bytes"], r["time_s"]) for r in records if _label(r) == name]
+        series[SHORT.get(name, name)] = [(r["size_bytes"], r["time_s"]) for r in records if _label(r) == name]
     for collective in dict.fromkeys(r["collective"] for r in records):  # one built-in line per collective
         first = next(_label(r) for r in records if r["collective"] == collective and _label(r) in names)
-        series[f"built-in {collective}"] = [(r["size_bytes"], r["builtin_time_s"])
-                                            for r in records if _label(r) == first]
-    dashed = [f"{name} (α-β-γ)" for name in names]
-    for name in names:
-        series[f"{name} (α-β-γ)"] = [(r["size_bytes"], r["predicted_ring_s"]) for r in records if _label(r) == name]
+        label = "gloo" if collective == "all_reduce" else f"{SHORT[collective]} gloo"
+        series[label] = [(r["size_bytes"], r["builtin_time_s"]) for r in records if _label(r) == first]
+    dashed = [f"{SHORT.get(name, name)} model" for name in names]
+    for name, label in zip(names, dashed):
+        series[label] = [(r["size_bytes"], r["predicted_ring_s"]) for r in records if _label(r) == name]
     return line_chart(series, title=title, x_label="buffer size S (bytes)", y_label="seconds", log_x=True, log_y=True,
                       dashed=dashed)
 
@@ -316,9 +320,9 @@ def main(target_mib: int = 64) -> dict:
     for row in tables["best"] + tables["target"] + tables["handshake"]:
         print0("  " + ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()))
     figures = {"sweep_plot": _plot(records, ("ring", "double_tree", "halving_doubling"),
-                                   f"All-reduce on {p} ranks: measured (solid), α-β-γ from the ring fit (dashed)"),
+                                   f"All-reduce on {p} ranks: measured (solid), α-β-γ model from the ring fit (dashed)"),
                "gather_scatter_plot": _plot(others, ("all_gather", "reduce_scatter"),
-                                            f"All-gather and reduce-scatter on {p} ranks")}
+                                            f"All-gather (AG) and reduce-scatter (RS) on {p} ranks, ours against gloo")}
     return {"records": records + others, "machines": {k: vars(m) for k, m in machines.items()},
             "tables": tables, "figures": figures}
 

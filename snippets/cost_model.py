@@ -332,7 +332,9 @@ def main() -> dict:
                        title="Ping-pong between two ranks: half the round trip", x_label="message size (bytes)",
                        y_label="seconds", log_x=True, log_y=True, dashed=["α + mβ (fit)"])
     p_show = 64
-    predicted_chart = line_chart({name: [(s, predict(name, p_show, s, m)) for s in curve]
+    short = {"naive_reduce_broadcast": "naive (root)", "naive_all_to_all": "naive (all)",
+             "double_tree": "double tree", "halving_doubling": "halv-doubl"}  # legend labels that fit
+    predicted_chart = line_chart({short.get(name, name): [(s, predict(name, p_show, s, m)) for s in curve]
                                   for name in ALGORITHMS},
                                  title=f"Predicted all-reduce time on {p_show} ranks with this machine's α, β, γ",
                                  x_label="buffer size n (bytes)", y_label="seconds", log_x=True, log_y=True)

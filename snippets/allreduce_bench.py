@@ -250,7 +250,7 @@ def ring_target(size: int, p: int, iters: int = 5) -> dict:
     return row
 
 
-def handshake_cost(size: int, iters: int = 5) -> dict:
+def handshake_cost(size: int, iters: int = 15) -> dict:
     """What our all-reduces' input check across ranks costs: the ring with it and without."""
     p = dist.get_world_size()
     bare, _ = make_call("all_reduce", functools.partial(allreduce.ring_allreduce, check=False), size // 4, p)

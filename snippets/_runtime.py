@@ -270,6 +270,17 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                         help="process-group timeout in seconds")
 
 
+def positive_int(text: str) -> int:
+    """An argparse ``type=`` for counts: a whole number ≥ 1, or a one-line usage error."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 class OneLineParser(argparse.ArgumentParser):
     """argparse, but a usage mistake is one line on stderr and exit status 2."""
 

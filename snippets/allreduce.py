@@ -17,11 +17,13 @@ function                       module (one note each)       schedule
 
 from __future__ import annotations
 
+import argparse
+
 import torch
 import torch.distributed as dist
 
 from snippets._p2p import Send
-from snippets._runtime import Spec, device, main_entry, print0
+from snippets._runtime import Spec, device, main_entry, positive_int, print0
 from snippets.halving_doubling import halving_doubling_allreduce
 from snippets.naive_allreduce import naive_allreduce
 from snippets.ring_allreduce import ring_allreduce
@@ -56,8 +58,8 @@ def main(numel: int = 300_007) -> dict:
     return {"tables": {"algorithms": rows}, "world_size": p}
 
 
-def add_arguments(parser) -> None:
-    parser.add_argument("--numel", type=int, default=300_007, help="elements to all-reduce (default 300,007)")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--numel", type=positive_int, default=300_007, help="elements to all-reduce (default 300,007)")
 
 
 if __name__ == "__main__":

@@ -16,12 +16,14 @@ sits out, the q remaining ranks run the algorithm, and the result is handed back
 
 from __future__ import annotations
 
+import argparse
+
 import torch
 import torch.distributed as dist
 from torch.distributed import ReduceOp
 
 from snippets._p2p import begin, bounds, combine_, end, recv, send, wait_all
-from snippets._runtime import Spec, device, main_entry, print0
+from snippets._runtime import Spec, device, main_entry, positive_int, print0
 
 SPEC = Spec(summary="Rabenseifner's all-reduce: recursive-halving reduce-scatter, recursive-doubling all-gather",
             world_size=6)
@@ -115,8 +117,8 @@ def main(numel: int = 1_000_003) -> dict:
     return {"tables": {"trace": rows}, "rounds": rounds, "world_size": p}
 
 
-def add_arguments(parser) -> None:
-    parser.add_argument("--numel", type=int, default=1_000_003, help="elements to all-reduce (default 1,000,003)")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--numel", type=positive_int, default=1_000_003, help="elements to all-reduce (default 1,000,003)")
 
 
 if __name__ == "__main__":

@@ -14,12 +14,14 @@ Against that, a ring sends 2(p−1)/p · n per rank: almost independent of p.
 
 from __future__ import annotations
 
+import argparse
+
 import torch
 import torch.distributed as dist
 from torch.distributed import ReduceOp
 
 from snippets._p2p import begin, combine_, end, recv, send, wait_all
-from snippets._runtime import Spec, device, main_entry, print0
+from snippets._runtime import Spec, device, main_entry, positive_int, print0
 
 SPEC = Spec(summary="all-reduce the naive ways: via a root, or everyone to everyone", world_size=4)
 VARIANTS = ("root", "everyone")
@@ -87,8 +89,8 @@ def main(numel: int = 200_003) -> dict:
     return {"tables": {"bytes": rows}, "world_size": p}
 
 
-def add_arguments(parser) -> None:
-    parser.add_argument("--numel", type=int, default=200_003, help="elements to all-reduce (default 200,003)")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--numel", type=positive_int, default=200_003, help="elements to all-reduce (default 200,003)")
 
 
 if __name__ == "__main__":

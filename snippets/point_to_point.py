@@ -14,6 +14,7 @@ what happened instead of hanging.
 
 from __future__ import annotations
 
+import argparse
 import datetime
 import time
 
@@ -97,8 +98,18 @@ def write_before_wait(peer: int) -> list[float]:
 # --8<-- [end:hazard]
 
 
-def add_arguments(parser) -> None:
-    parser.add_argument("--deadlock-timeout", type=float, default=3.0, metavar="S",
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not 0 < value <= 60:
+        raise argparse.ArgumentTypeError(f"--deadlock-timeout must be between 0 and 60 seconds, got {text}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--deadlock-timeout", type=_seconds, default=3.0, metavar="S",
                         help="how long the deliberate deadlock may wait before its group times out (default 3)")
 
 

@@ -17,12 +17,14 @@ waiting for whole chunks, and the additions overlap the transfers.
 
 from __future__ import annotations
 
+import argparse
+
 import torch
 import torch.distributed as dist
 from torch.distributed import ReduceOp
 
 from snippets._p2p import Send, begin, bounds, combine_, end, recv, send, wait_all
-from snippets._runtime import Spec, device, main_entry, print0
+from snippets._runtime import Spec, device, main_entry, positive_int, print0
 
 SPEC = Spec(summary="ring all-reduce: reduce-scatter then all-gather, segmented so it pipelines", world_size=4)
 
@@ -88,8 +90,8 @@ def sent_per_rank(trace: list[Send], world_size: int) -> dict[int, int]:
 # --8<-- [end:theory]
 
 
-def add_arguments(parser) -> None:
-    parser.add_argument("--numel", type=int, default=1_000_003, help="elements to all-reduce (default 1,000,003)")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--numel", type=positive_int, default=1_000_003, help="elements to all-reduce (default 1,000,003)")
 
 
 def main(numel: int = 1_000_003) -> dict:

@@ -20,6 +20,7 @@ one rank is inner in both.
 
 from __future__ import annotations
 
+import argparse
 from typing import Callable, Iterator
 
 import torch
@@ -27,7 +28,7 @@ import torch.distributed as dist
 from torch.distributed import ReduceOp
 
 from snippets._p2p import begin, combine_, end, recv, send, wait_all
-from snippets._runtime import Spec, device, main_entry, print0
+from snippets._runtime import Spec, device, main_entry, positive_int, print0
 
 SPEC = Spec(summary="pipelined binary-tree and double-binary-tree all-reduce", world_size=6)
 
@@ -189,7 +190,6 @@ def main(numel: int = 1_000_003) -> dict:
                      "ring would send": round(2 * (p - 1) / p * n_small * 8)})
     both_inner = sum(row["tree 1"] == row["tree 2"] == "inner" for row in rows)
     assert both_inner <= p % 2, f"{both_inner} ranks are inner nodes of both trees"
-    edges = [f"    {r} --> {c}" for r in range(p) for c in btree(p, r)[1]]
     print0(f"{p} ranks: tree and double-tree all-reduce match dist.all_reduce for SUM, PRODUCT, MIN, MAX, AVG "
            f"({numel:,} float64)")
     print0(f"tree depth {D} = ⌈log2 {p}⌉; idealised steps for one segment: "
@@ -197,11 +197,11 @@ def main(numel: int = 1_000_003) -> dict:
     print0(f"ranks inner in both trees: {both_inner}; max bytes sent by a rank ({n_small} float64): "
            f"tree {max(r['bytes sent, tree'] for r in rows)}, double tree "
            f"{max(r['bytes sent, double tree'] for r in rows)}, ring {rows[0]['ring would send']}")
-    return {"tables": {"roles": rows}, "mermaid": "graph TD\n" + "\n".join(edges), "depth": D, "world_size": p}
+    return {"tables": {"roles": rows}, "depth": D, "world_size": p}
 
 
-def add_arguments(parser) -> None:
-    parser.add_argument("--numel", type=int, default=1_000_003, help="elements to all-reduce (default 1,000,003)")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--numel", type=positive_int, default=1_000_003, help="elements to all-reduce (default 1,000,003)")
 
 
 if __name__ == "__main__":

@@ -3,8 +3,11 @@ is caught by its short timeout (not a hang), and the hazard demo reports what ar
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
+import pytest
 import torch
 import torch.distributed as dist
 
@@ -40,3 +43,10 @@ def test_main_deadlocks_and_recovers_quickly() -> None:
     assert elapsed < 30, f"the demo took {elapsed:.0f} s"
     # the hazard demo reports one of the two possible outcomes, never anything else
     assert result["write_before_wait_received"] in ([1.0] * 4, [2.0] * 4)
+
+
+@pytest.mark.parametrize("bad", ["0", "600", "soon"])
+def test_bad_deadlock_timeout_is_a_one_line_usage_error(bad: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", "snippets.point_to_point", "--deadlock-timeout", bad],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr

@@ -3,6 +3,9 @@ neighbour, 2(p−1)/p · n per rank), with and without segmentation; and its mai
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 import torch
 import torch.distributed as dist
@@ -59,3 +62,11 @@ def test_segmentation_splits_each_chunk(run: tuple[int, list[dict]]) -> None:
 def test_main_checks_every_op(run: tuple[int, list[dict]]) -> None:
     _, per_rank = run
     assert [row["op"] for row in per_rank[0]["main"]["tables"]["ops"]] == ["SUM", "PRODUCT", "MIN", "MAX", "AVG"]
+
+
+@pytest.mark.parametrize("bad", ["0", "-3", "abc"])
+def test_bad_numel_is_a_one_line_usage_error(bad: str) -> None:
+    proc = subprocess.run([sys.executable, "-m", "snippets", "run", "ring_allreduce", "-n", "2", "--numel", bad],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "--numel" in proc.stderr

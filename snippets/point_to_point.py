@@ -66,8 +66,8 @@ def both_send_first(mine: torch.Tensor, theirs: torch.Tensor, peer: int, group: 
 
 def deadlock_demo(peer: int, timeout_s: float) -> tuple[float, str]:
     """Run both_send_first in a group of its own whose timeout is ``timeout_s``; return how long
-    it took to fail and the backend's error ('' if it did not block: NCCL sends small
-    messages eagerly, so there it completes)."""
+    it took to fail and the backend's error ('' if it did not block, as on a backend that
+    buffers small sends; the run then says so instead of claiming a deadlock)."""
     short = dist.new_group(list(range(dist.get_world_size())), timeout=datetime.timedelta(seconds=timeout_s))
     if peer >= dist.get_world_size():  # an odd rank out: it only had to help create the group
         return 0.0, ""
@@ -144,7 +144,7 @@ def main(deadlock_timeout: float = 3.0) -> dict:
     print0(f"{p} ranks, paired 0↔1 …")
     for row in rows[:3]:
         print0(f"  {row['exchange']:<30} {row['result']}")
-    print0(f"  both ranks call send first: rank 0 failed after {everyone[0]['seconds']:.1f} s, "
+    print0(f"  both ranks call send first (4 bytes each): rank 0 failed after {everyone[0]['seconds']:.1f} s, "
            f"rank 1 after {everyone[1]['seconds']:.1f} s (group timeout {deadlock_timeout:g} s)")
     for r in (0, 1):
         print0(f"    rank {r}: {everyone[r]['error'][:110]}")

@@ -141,15 +141,18 @@ def cpu_per_call(fn: Callable[[], None], iters: int, group: dist.ProcessGroup | 
 
 def paired_times(ours: Callable[[], None], builtin: Callable[[], None], iters: int,
                  group: dist.ProcessGroup | None = None) -> Paired:
-    """Time ours and the built-in alternately, one call each per round; then the CPU time of
-    each: on a machine with more ranks than cores it is what a call really costs."""
-    dev, wall = device(), ([], [])
+    """Time ours and the built-in alternately, one call each per round, taking turns at going
+    first; then the CPU time of each, in the order ours, built-in, built-in, ours, so that a
+    machine getting busier or quieter during the run favours neither."""
+    dev, fns, wall, cpu = device(), (ours, builtin), ([], []), [0.0, 0.0]
     ours(), builtin()  # warm-up: connections, allocations, caches
-    for _ in range(iters):
-        wall[0].append(time_it(ours, warmup=0, iters=1, device=dev, group=group))
-        wall[1].append(time_it(builtin, warmup=0, iters=1, device=dev, group=group))
-    return Paired(statistics.median(wall[0]), statistics.median(wall[1]),
-                  cpu_per_call(ours, iters, group), cpu_per_call(builtin, iters, group))
+    for i in range(iters):
+        for j in ((0, 1) if i % 2 == 0 else (1, 0)):
+            wall[j].append(time_it(fns[j], warmup=0, iters=1, device=dev, group=group))
+    half = max(1, iters // 2)
+    for j in (0, 1, 1, 0):
+        cpu[j] += cpu_per_call(fns[j], half, group) / 2
+    return Paired(statistics.median(wall[0]), statistics.median(wall[1]), cpu[0], cpu[1])
 
 
 def sweep(collective: str, sizes: Sequence[int], names: Sequence[str], iters: int,

@@ -85,6 +85,21 @@ def recv(buf: torch.Tensor, src: int, group: dist.ProcessGroup | None, tag: int 
     return dist.irecv(buf, src, group=group, tag=tag) if buf.numel() else None
 
 
+def exchange(flat: torch.Tensor, start: int, stop: int, dst: int, into: torch.Tensor, src: int,
+             group: dist.ProcessGroup | None, trace: list | None = None, step: int = 0, phase: str = "") -> list:
+    """Send flat[start:stop] to ``dst`` and receive ``into`` from ``src``, posted together with
+    ``batch_isend_irecv``: when dst == src, NCCL needs the pair in one group or both ranks'
+    sends wait for receives queued behind them. (gloo posts them one by one.)"""
+    ops = []
+    if stop > start:
+        if trace is not None:
+            trace.append(Send(step, dist.get_rank(), dst, start, stop, (stop - start) * flat.element_size(), phase))
+        ops.append(dist.P2POp(dist.isend, flat[start:stop], dst, group))
+    if into.numel():
+        ops.append(dist.P2POp(dist.irecv, into, src, group))
+    return dist.batch_isend_irecv(ops) if ops else []
+
+
 def wait_all(works: list) -> None:
     for w in works:
         if w is not None:

@@ -59,7 +59,8 @@ def main(numel: int = 300_007) -> dict:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--numel", type=positive_int, default=300_007, help="elements to all-reduce (default 300,007)")
+    parser.add_argument("--numel", type=positive_int, default=300_007,
+                        help="elements to all-reduce (default 300,007)")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed import ReduceOp
 
-from snippets._p2p import agree, agree_on_size, combine_, finish_, group_ranks, op_problem, wait_all
+from snippets._p2p import agree, agree_on_size, combine_, exchange, finish_, group_ranks, op_problem, wait_all
 from snippets._runtime import Spec, device, main_entry, print0
 
 SPEC = Spec(summary="broadcast, scatter, gather, reduce, all_gather, reduce_scatter, all_to_all, barrier "
@@ -133,9 +133,8 @@ def all_gather(tensor_list: list[torch.Tensor], tensor: torch.Tensor,
     right, left = ranks[(me + 1) % p], ranks[(me - 1) % p]
     tensor_list[me].copy_(tensor)
     for k in range(p - 1):
-        w = dist.isend(tensor_list[(me - k) % p].contiguous(), right, group=group)
-        dist.recv(tensor_list[(me - k - 1) % p], left, group=group)
-        w.wait()
+        piece = tensor_list[(me - k) % p].contiguous().view(-1)
+        wait_all(exchange(piece, 0, piece.numel(), right, tensor_list[(me - k - 1) % p], left, group))
 
 
 def reduce_scatter(output: torch.Tensor, input_list: list[torch.Tensor], op: ReduceOp = ReduceOp.SUM,
@@ -149,10 +148,8 @@ def reduce_scatter(output: torch.Tensor, input_list: list[torch.Tensor], op: Red
     right, left = ranks[(me + 1) % p], ranks[(me - 1) % p]
     partial = input_list[(me - 1) % p].clone()  # (n,): my contribution to the piece I send first
     incoming = torch.empty_like(output)
-    for k in range(p - 1):
-        w = dist.isend(partial, right, group=group)
-        dist.recv(incoming, left, group=group)  # partial of piece (me − k − 2) mod p
-        w.wait()
+    for k in range(p - 1):  # receive the partial of piece (me − k − 2) mod p
+        wait_all(exchange(partial.view(-1), 0, partial.numel(), right, incoming, left, group))
         combine_(incoming, input_list[(me - k - 2) % p], op)
         partial, incoming = incoming, partial  # the sent buffer is free again: it takes the next one
     output.copy_(partial)
@@ -192,9 +189,7 @@ def barrier(group: dist.ProcessGroup | None = None, async_op: bool = False) -> N
     p, k = len(ranks), 1
     token, got = torch.zeros(1, device=device()), torch.empty(1, device=device())
     while k < p:
-        w = dist.isend(token, ranks[(me + k) % p], group=group)
-        dist.recv(got, ranks[(me - k) % p], group=group)
-        w.wait()
+        wait_all(exchange(token, 0, 1, ranks[(me + k) % p], got, ranks[(me - k) % p], group))
         k <<= 1
 # --8<-- [end:everyone]
 

@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed import ReduceOp
 
-from snippets._p2p import begin, bounds, combine_, end, recv, send, wait_all
+from snippets._p2p import begin, bounds, combine_, end, exchange, recv, send, wait_all
 from snippets._runtime import Spec, device, main_entry, positive_int, print0
 
 SPEC = Spec(summary="Rabenseifner's all-reduce: recursive-halving reduce-scatter, recursive-doubling all-gather",
@@ -66,9 +66,8 @@ def _rabenseifner(flat: torch.Tensor, op: ReduceOp, ranks: list[int], me: int,
             keep, give = ((lo, mid), (mid, hi)) if v & mask == 0 else ((mid, hi), (lo, mid))
             partner = real(v ^ mask)
             a, b = edge[keep[0]], edge[keep[1]]
-            works = [send(flat, edge[give[0]], edge[give[1]], partner, group, trace, step, "reduce-scatter"),
-                     recv(buf[:b - a], partner, group)]
-            wait_all(works)
+            wait_all(exchange(flat, edge[give[0]], edge[give[1]], partner, buf[:b - a], partner, group,
+                              trace, step, "reduce-scatter"))
             combine_(flat[a:b], buf[:b - a], op)  # (|kept half|,) ⊕= partner's copy of it
             lo, hi, mask, step = keep[0], keep[1], mask >> 1, step + 1
         mask = 1
@@ -76,9 +75,8 @@ def _rabenseifner(flat: torch.Tensor, op: ReduceOp, ranks: list[int], me: int,
             partner = real(v ^ mask)
             size = hi - lo
             plo = lo + size if v & mask == 0 else lo - size  # the partner's range of chunks
-            works = [send(flat, edge[lo], edge[hi], partner, group, trace, step, "all-gather"),
-                     recv(flat[edge[plo]:edge[plo + size]], partner, group)]
-            wait_all(works)
+            wait_all(exchange(flat, edge[lo], edge[hi], partner, flat[edge[plo]:edge[plo + size]], partner, group,
+                              trace, step, "all-gather"))
             lo, hi, mask, step = min(lo, plo), max(hi, plo + size), mask << 1, step + 1
     if r:  # unfold: hand the result back to the ranks that sat out
         if me < 2 * r and me % 2 == 1:
@@ -118,7 +116,8 @@ def main(numel: int = 1_000_003) -> dict:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--numel", type=positive_int, default=1_000_003, help="elements to all-reduce (default 1,000,003)")
+    parser.add_argument("--numel", type=positive_int, default=1_000_003,
+                        help="elements to all-reduce (default 1,000,003)")
 
 
 if __name__ == "__main__":

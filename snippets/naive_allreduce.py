@@ -90,7 +90,8 @@ def main(numel: int = 200_003) -> dict:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--numel", type=positive_int, default=200_003, help="elements to all-reduce (default 200,003)")
+    parser.add_argument("--numel", type=positive_int, default=200_003,
+                        help="elements to all-reduce (default 200,003)")
 
 
 if __name__ == "__main__":

@@ -91,7 +91,8 @@ def sent_per_rank(trace: list[Send], world_size: int) -> dict[int, int]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--numel", type=positive_int, default=1_000_003, help="elements to all-reduce (default 1,000,003)")
+    parser.add_argument("--numel", type=positive_int, default=1_000_003,
+                        help="elements to all-reduce (default 1,000,003)")
 
 
 def main(numel: int = 1_000_003) -> dict:

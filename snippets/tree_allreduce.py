@@ -201,7 +201,8 @@ def main(numel: int = 1_000_003) -> dict:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--numel", type=positive_int, default=1_000_003, help="elements to all-reduce (default 1,000,003)")
+    parser.add_argument("--numel", type=positive_int, default=1_000_003,
+                        help="elements to all-reduce (default 1,000,003)")
 
 
 if __name__ == "__main__":

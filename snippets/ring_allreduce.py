@@ -4,8 +4,8 @@ Split the tensor into p chunks. In each of the first p−1 steps every rank send
 to its right-hand neighbour and adds the chunk arriving from its left into its own copy;
 after them, rank r holds the full reduction of chunk r+1. The next p−1 steps pass the
 finished chunks around the ring once more. That is 2(p−1) steps, in each of which every
-rank sends n/p elements: 2(p−1)/p · n in all, which no all-reduce can beat by more than a
-factor that tends to 1 as p grows (Patarasuk & Yuan 2009).
+rank sends n/p elements: 2(p−1)/p · n in all, the least any all-reduce can send per rank
+(Patarasuk & Yuan 2009).
 
 Segmentation: each chunk is cut into segments of ``segment_bytes``. A segment is forwarded
 as soon as it has been reduced, so a large message pipelines through the ring instead of

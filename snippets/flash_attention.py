@@ -22,7 +22,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from snippets._runtime import Spec, main_entry, print0
+from snippets._runtime import Spec, main_entry, positive_int, print0
 
 SPEC = Spec(summary="FlashAttention-2 forward and backward as tiled PyTorch, checked against SDPA")
 
@@ -160,13 +160,6 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: b
         raise ValueError(f"block sizes must be positive, got block_q={block_q}, block_k={block_k}")
     return FlashAttention.apply(q, k, v, causal, scale, block_q, block_k)
 # --8<-- [end:autograd]
-
-
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def head_dim(text: str) -> int:

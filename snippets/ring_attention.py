@@ -29,8 +29,8 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from snippets._runtime import Spec, device, main_entry, print0
-from snippets.flash_attention import check_inputs, flash_backward, flash_forward, head_dim, positive_int
+from snippets._runtime import Spec, device, main_entry, positive_int, print0
+from snippets.flash_attention import check_inputs, flash_backward, flash_forward, head_dim
 from snippets.online_softmax import merge_outputs
 
 SPEC = Spec(summary="context parallelism: K/V blocks go round a ring, partials merge by online softmax",

@@ -41,8 +41,8 @@ import torch.distributed as dist
 
 from snippets import allreduce, collectives, cost_model, tree_allreduce
 from snippets._measure import algbw, busbw, time_it
-from snippets._runtime import (OneLineParser, Spec, add_run_arguments, device, launch, main_entry, print0,
-                               under_torchrun)
+from snippets._runtime import (OneLineParser, Spec, add_run_arguments, choose_backend, device, launch, main_entry,
+                               print0, under_torchrun)
 from snippets._svg import line_chart
 
 BENCH = "allreduce"
@@ -229,6 +229,7 @@ def bench(argv: list[str]) -> int:
     opts.algorithms = opts.algorithms or known
     if unknown := [a for a in opts.algorithms if a not in known]:
         parser.error(f"unknown algorithm {unknown[0]!r} for {opts.collective}: choose from {', '.join(known)}")
+    choose_backend(opts.backend, n)  # a bad --backend fails here, before any output
     if not opts.json and int(os.environ.get("RANK", "0")) == 0:
         print(f"{'collective':>14} {'size':>13} {'algorithm':>16} {'time':>13} {'algbw':>8} {'busbw':>8}", flush=True)
     launch(_run_bench, n, opts.backend, opts.timeout or 120.0, args=(opts,))

@@ -16,8 +16,9 @@ Where it runs:
 
 * On a CUDA GPU: compiled kernels (fp16, bf16, fp32; fp32 matmuls in IEEE precision).
 * Without a GPU: Triton's interpreter runs the same kernels with NumPy on the CPU. It must
-  be chosen (``TRITON_INTERPRET=1``) before the kernels are defined, so this module sets it
-  at import when there is no GPU. The interpreter handles fp32 and fp16, not bf16.
+  be chosen (``TRITON_INTERPRET=1``) before Triton is first imported (its own ``tl``
+  helpers are jitted then, and torch may import it early), so the ``snippets`` package
+  sets it on import when there is no GPU. The interpreter handles fp32 and fp16, not bf16.
 * Without Triton installed: the module still imports; calling the kernels says how to
   install it (``pip install -e '.[triton]'``).
 
@@ -36,8 +37,6 @@ from snippets._runtime import Spec, main_entry, print0
 
 SPEC = Spec(summary="FlashAttention-2 forward and backward as Triton kernels, checked against SDPA")
 
-if not torch.cuda.is_available():  # no GPU to compile for: the interpreter is the only way to run them
-    os.environ.setdefault("TRITON_INTERPRET", "1")
 try:
     import triton
     import triton.language as tl

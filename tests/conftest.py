@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+import snippets  # noqa: F401  first: it picks Triton's interpreter on a CPU before anything imports triton
+
 REPO = Path(__file__).resolve().parents[1]
 
 

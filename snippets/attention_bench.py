@@ -41,7 +41,7 @@ import torch.nn.functional as F
 
 from snippets import flash_attention_triton
 from snippets._measure import peak_memory_bytes, time_it
-from snippets._runtime import OneLineParser, Spec, UsageError, guarded, main_entry, print0
+from snippets._runtime import OneLineParser, Spec, UsageError, guarded, main_entry, positive_int, print0
 from snippets._svg import line_chart
 from snippets.flash_attention import MAX_HEAD_DIM, MIN_HEAD_DIM, flash_attention
 
@@ -160,16 +160,6 @@ def sweep(seq_lens: Sequence[int], impls: dict[str, Attention], *, B: int = 1, H
     return records
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
-    return value
-
-
 def _choose_device(name: str) -> torch.device:
     if name not in ("auto", "cpu", "cuda"):
         raise UsageError(f"unknown device {name!r}: choose auto, cpu or cuda")
@@ -180,20 +170,20 @@ def _choose_device(name: str) -> torch.device:
 
 def bench(argv: list[str]) -> int:
     parser = OneLineParser(prog="python -m snippets bench attention", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seq-lens", nargs="+", type=_positive, metavar="N",
+    parser.add_argument("--seq-lens", nargs="+", type=positive_int, metavar="N",
                         help="sequence lengths (default: 512 … 8192 on a CPU, 512 … 16384 on a GPU)")
-    parser.add_argument("--head-dim", type=_positive, default=64, metavar="D")
-    parser.add_argument("--batch", type=_positive, default=1, metavar="B")
-    parser.add_argument("--heads", type=_positive, default=1, metavar="H")
+    parser.add_argument("--head-dim", type=positive_int, default=64, metavar="D")
+    parser.add_argument("--batch", type=positive_int, default=1, metavar="B")
+    parser.add_argument("--heads", type=positive_int, default=1, metavar="H")
     parser.add_argument("--causal", action="store_true")
-    parser.add_argument("--iters", type=_positive, default=3, help="timed rounds (default 3)")
+    parser.add_argument("--iters", type=positive_int, default=3, help="timed rounds (default 3)")
     parser.add_argument("--impls", nargs="+", choices=IMPLS, metavar="IMPL",
                         help=f"a subset of {', '.join(IMPLS)} (default: all that run here; triton only on a GPU)")
     parser.add_argument("--dtype", choices=DTYPES, help="default: fp32 on a CPU, bf16 on a GPU")
     parser.add_argument("--device", default="auto", help="auto (default), cpu or cuda")
-    parser.add_argument("--block-q", type=_positive, help="query tile of the tiled PyTorch version")
-    parser.add_argument("--block-k", type=_positive, help="key tile of the tiled PyTorch version")
-    parser.add_argument("--threads", type=_positive, help="CPU threads for torch (default: torch's own choice)")
+    parser.add_argument("--block-q", type=positive_int, help="query tile of the tiled PyTorch version")
+    parser.add_argument("--block-k", type=positive_int, help="key tile of the tiled PyTorch version")
+    parser.add_argument("--threads", type=positive_int, help="CPU threads for torch (default: torch's own choice)")
     parser.add_argument("--json", action="store_true", help="one JSON record per (implementation, N)")
     opts = parser.parse_args(argv)
     d = opts.head_dim

@@ -29,7 +29,7 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
-from snippets._runtime import Spec, UsageError, device, main_entry, print0
+from snippets._runtime import Spec, UsageError, device, main_entry, positive_int, print0
 
 SPEC = Spec(summary="data, model, pipeline and tensor parallelism on one MLP stack, checked against the unsplit model",
             world_size=4)
@@ -306,16 +306,10 @@ def schedule_gantt(schedules: list[list[tuple[int, int]]], title: str) -> str:
     return "\n".join(lines + ["```"])
 
 
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number ≥ 1, got {text!r}")
-    return int(text)
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--micro-batches", type=_positive, default=Config.m, metavar="M", help="pipeline micro-batches")
-    parser.add_argument("--batch", type=_positive, default=Config.B, metavar="B", help="samples in the batch")
-    parser.add_argument("--layers", type=_positive, default=None, metavar="L",
+    parser.add_argument("--micro-batches", type=positive_int, default=Config.m, metavar="M", help="pipeline micro-batches")
+    parser.add_argument("--batch", type=positive_int, default=Config.B, metavar="B", help="samples in the batch")
+    parser.add_argument("--layers", type=positive_int, default=None, metavar="L",
                         help="MLP blocks (default: max(6, ranks))")
 
 

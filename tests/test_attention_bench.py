@@ -96,7 +96,7 @@ def test_table_output_and_subset(capsys):
     (["--head-dim", "136"], "--head-dim 136 is not supported"),
     (["--head-dim", "60"], "--head-dim 60 is not supported"),
     (["--seq-lens", "0"], "must be at least 1"),
-    (["--seq-lens", "abc"], "not a whole number"),
+    (["--seq-lens", "abc"], "expected a whole number"),
     (["--iters", "0"], "must be at least 1"),
     (["--impls", "bogus"], "invalid choice"),
     (["--dtype", "fp8"], "invalid choice"),

@@ -43,10 +43,22 @@ def on_files(files, config):
         _, meta = get_data(f.content_string)
         date = meta.get("date")
         if not isinstance(date, datetime.date):
-            raise PluginError(f"{f.src_uri}: front matter needs a scalar 'date: YYYY-MM-DD' (the feeds read it)")
+            raise PluginError(
+                f"{f.src_uri}: front matter needs a scalar 'date: YYYY-MM-DD' (the feeds read it)"
+            )
         if not meta.get("title") or not meta.get("categories"):
-            raise PluginError(f"{f.src_uri}: front matter needs 'title' and 'categories' (the first is the series)")
-        notes.append(Note(f.src_uri, meta["title"], date, meta["categories"][0], meta.get("description", "")))
+            raise PluginError(
+                f"{f.src_uri}: front matter needs 'title' and 'categories' (the first is the series)"
+            )
+        notes.append(
+            Note(
+                f.src_uri,
+                meta["title"],
+                date,
+                meta["categories"][0],
+                meta.get("description", ""),
+            )
+        )
     _notes[:] = sorted(notes, key=lambda n: (n.date, n.src_uri))
     return files
 
@@ -61,7 +73,9 @@ def _line(note: Note, from_uri: str) -> str:
 
 
 def _series_order() -> list[str]:
-    return list(dict.fromkeys(n.series for n in _notes))  # in order of each series' first note
+    return list(
+        dict.fromkeys(n.series for n in _notes)
+    )  # in order of each series' first note
 
 
 def by_series(from_uri: str) -> str:
@@ -83,15 +97,20 @@ def by_date(from_uri: str) -> str:
 
 
 def latest(from_uri: str) -> str:
-    return "\n".join(f"{_line(n, from_uri)}: {n.description}" for n in list(reversed(_notes))[:LATEST])
+    return "\n".join(
+        f"{_line(n, from_uri)}: {n.description}"
+        for n in list(reversed(_notes))[:LATEST]
+    )
 
 
 def series_list(from_uri: str) -> str:
     lines = []
     for series in _series_order():
         notes = [n for n in _notes if n.series == series]
-        lines.append(f"- **{series}**: {len(notes)} note{'s' if len(notes) != 1 else ''}, "
-                     f"starting with {_link(notes[0], from_uri)}")
+        lines.append(
+            f"- **{series}**: {len(notes)} note{'s' if len(notes) != 1 else ''}, "
+            f"starting with {_link(notes[0], from_uri)}"
+        )
     return "\n".join(lines)
 
 
@@ -102,8 +121,10 @@ def series_nav(note: Note) -> str:
     nxt = f"Next: {_link(same[i + 1], note.src_uri)} →" if i + 1 < len(same) else ""
     if not prev and not nxt:
         return ""
-    return (f'\n\n<nav class="cp-series-nav" markdown="span" aria-label="{note.series}">'
-            f'<span markdown="span">{prev}</span><span markdown="span">{nxt}</span></nav>\n')
+    return (
+        f'\n\n<nav class="cp-series-nav" markdown="span" aria-label="{note.series}">'
+        f'<span markdown="span">{prev}</span><span markdown="span">{nxt}</span></nav>\n'
+    )
 
 
 def on_page_markdown(markdown, page, config, files):

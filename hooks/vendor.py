@@ -29,7 +29,9 @@ def _node_modules(config) -> Path:
 def on_config(config):
     missing = [src for src, _ in FILES if not (_node_modules(config) / src).exists()]
     if missing:
-        raise PluginError(f"site assets missing ({missing[0]}): run 'npm ci' first (make site does it)")
+        raise PluginError(
+            f"site assets missing ({missing[0]}): run 'npm ci' first (make site does it)"
+        )
     return config
 
 

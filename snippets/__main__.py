@@ -23,29 +23,58 @@ import tempfile
 import time
 from pathlib import Path
 
-from snippets import _registry, _results
-from snippets._runtime import (OneLineParser, UsageError, add_run_arguments, choose_backend, describe_device,
-                               gpu_count, guarded, run, snippet_options, under_torchrun)
+from snippets.core import registry
+from snippets.core import results as _results
+from snippets.core.runtime import (
+    OneLineParser,
+    UsageError,
+    add_run_arguments,
+    choose_backend,
+    describe_device,
+    gpu_count,
+    guarded,
+    run,
+    snippet_options,
+    under_torchrun,
+)
 
-DEFAULT_RESULTS = _registry.REPO_DIR / "results"
+DEFAULT_RESULTS = registry.REPO_DIR / "results"
 
 
-def _entry(name: str) -> _registry.Entry:
-    found = _registry.snippets_by_name()
+def _entry(name: str) -> registry.Entry:
+    found = registry.snippets_by_name()
     if name not in found:
         close = difflib.get_close_matches(name, found, n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
-        raise UsageError(f"unknown snippet {name!r}: {hint}'python -m snippets list' shows all {len(found)}")
+        raise UsageError(
+            f"unknown snippet {name!r}: {hint}'python -m snippets list' shows all {len(found)}"
+        )
     return found[name]
 
 
 def cmd_list(_opts) -> int:
     rows = []
-    for name, entry in _registry.snippets_by_name().items():
-        notes = ", ".join(str(p) for p in _registry.notes_embedding(name)) or "-"
-        rows.append((name, str(entry.spec.world_size), entry.spec.needs, notes, entry.spec.summary))
-    for bench in _registry.benches_by_name():
-        rows.append((f"bench {bench}", "-", "cpu", "-", "python -m snippets bench " + bench + " --help"))
+    for name, entry in registry.snippets_by_name().items():
+        notes = ", ".join(str(p) for p in registry.notes_embedding(name)) or "-"
+        rows.append(
+            (
+                name,
+                str(entry.spec.world_size),
+                entry.spec.needs,
+                notes,
+                entry.spec.summary,
+            )
+        )
+    for bench in registry.benches_by_name():
+        rows.append(
+            (
+                f"bench {bench}",
+                "-",
+                "cpu",
+                "-",
+                "python -m snippets bench " + bench + " --help",
+            )
+        )
     header = ("snippet", "ranks", "needs", "note", "what it shows")
     widths = [max(len(r[i]) for r in rows + [header]) for i in range(4)]
     for row in [header] + rows:
@@ -56,16 +85,29 @@ def cmd_list(_opts) -> int:
 def cmd_run(opts) -> int:
     entry = _entry(opts.name)
     spec = entry.spec
-    n = int(os.environ["WORLD_SIZE"]) if under_torchrun() else (spec.world_size if opts.nproc is None else opts.nproc)
-    backend = choose_backend(opts.backend, n)  # checked even for a single-process snippet
+    n = (
+        int(os.environ["WORLD_SIZE"])
+        if under_torchrun()
+        else (spec.world_size if opts.nproc is None else opts.nproc)
+    )
+    backend = choose_backend(
+        opts.backend, n
+    )  # checked even for a single-process snippet
     if opts.out:
         _check_writable(Path(opts.out).parent)
-    options = snippet_options(entry.module, opts.rest, f"python -m snippets run {entry.name}")
+    options = snippet_options(
+        entry.module, opts.rest, f"python -m snippets run {entry.name}"
+    )
     result = run(entry.module.main, spec, n, backend, opts.timeout, options)
     if opts.out and int(os.environ.get("RANK", "0")) == 0:
         distributed = spec.world_size > 1 or n > 1 or under_torchrun()
         shown = backend if distributed else "none"
-        record = {"result": result, "backend": shown, "world_size": n, "device": describe_device(shown)}
+        record = {
+            "result": result,
+            "backend": shown,
+            "world_size": n,
+            "device": describe_device(shown),
+        }
         Path(opts.out).write_text(json.dumps(record, default=str), encoding="utf-8")
     return 0
 
@@ -76,20 +118,40 @@ def _check_writable(folder: Path) -> None:
         with tempfile.NamedTemporaryFile(dir=folder):
             pass
     except OSError as exc:
-        raise UsageError(f"cannot write results to {folder}: {exc.strerror or exc}; pass --results DIR") from None
+        raise UsageError(
+            f"cannot write results to {folder}: {exc.strerror or exc}; pass --results DIR"
+        ) from None
 
 
-def _run_one(entry: _registry.Entry, results_dir: Path, backend: str, timeout_s: float) -> tuple[bool, str]:
+def _run_one(
+    entry: registry.Entry, results_dir: Path, backend: str, timeout_s: float
+) -> tuple[bool, str]:
     """Run one snippet in a child process; write its results on success. Returns (ok, message)."""
     n = entry.spec.world_size
     command = f"python -m snippets run {entry.name}" + (f" -n {n}" if n > 1 else "")
     with tempfile.TemporaryDirectory(prefix="commonplace-run-") as tmp:
         out = Path(tmp) / "result.json"
-        argv = [sys.executable, "-m", "snippets", "run", entry.name, "--backend", backend, "--out", str(out)]
+        argv = [
+            sys.executable,
+            "-m",
+            "snippets",
+            "run",
+            entry.name,
+            "--backend",
+            backend,
+            "--out",
+            str(out),
+        ]
         start = time.monotonic()
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                cwd=_registry.REPO_DIR, start_new_session=True,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        proc = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=registry.REPO_DIR,
+            start_new_session=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
         try:
             output, _ = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -97,7 +159,11 @@ def _run_one(entry: _registry.Entry, results_dir: Path, backend: str, timeout_s:
             proc.communicate()
             return False, f"timed out after {timeout_s:.0f} s"
         if proc.returncode != 0:
-            last = output.strip().splitlines()[-1] if output.strip() else f"exit status {proc.returncode}"
+            last = (
+                output.strip().splitlines()[-1]
+                if output.strip()
+                else f"exit status {proc.returncode}"
+            )
             return False, last
         ran = json.loads(out.read_text(encoding="utf-8"))
     # a snippet that starts its own ranks (SPEC world_size 1) says how they ran
@@ -109,7 +175,9 @@ def _run_one(entry: _registry.Entry, results_dir: Path, backend: str, timeout_s:
         "result": ran["result"],
         "seconds": round(time.monotonic() - start, 2),
         "hash": _results.code_hash(entry.path, f"{backend}"),
-        "provenance": _results.provenance(**{**{k: ran[k] for k in ("device", "backend", "world_size")}, **own}),
+        "provenance": _results.provenance(
+            **{**{k: ran[k] for k in ("device", "backend", "world_size")}, **own}
+        ),
     }
     _results.write(results_dir, entry.name, record)
     return True, f"{record['seconds']:.1f} s"
@@ -121,7 +189,7 @@ def cmd_run_all(opts) -> int:
     results_dir = Path(opts.results).resolve()
     _check_writable(results_dir)
     choose_backend(opts.backend, 1)
-    entries = _registry.snippets_by_name()
+    entries = registry.snippets_by_name()
     for name in opts.only or []:
         _entry(name)
     chosen = [e for n, e in entries.items() if not opts.only or n in opts.only]
@@ -133,46 +201,76 @@ def cmd_run_all(opts) -> int:
         if entry.spec.needs == "gpu" and gpu_count() == 0:
             report.append(f"skipped {entry.name}: needs GPUs")
             continue
-        if not opts.force and previous and previous.get("hash") == _results.code_hash(entry.path, opts.backend):
+        if (
+            not opts.force
+            and previous
+            and previous.get("hash") == _results.code_hash(entry.path, opts.backend)
+        ):
             report.append(f"cached  {entry.name}")
             continue
-        ok, message = _run_one(entry, results_dir, opts.backend, opts.per_snippet_timeout)
+        ok, message = _run_one(
+            entry, results_dir, opts.backend, opts.per_snippet_timeout
+        )
         report.append(f"{'ran    ' if ok else 'FAILED '} {entry.name}: {message}")
         if not ok:
-            notes = ", ".join(str(p) for p in _registry.notes_embedding(entry.name)) or "no note"
+            notes = (
+                ", ".join(str(p) for p in registry.notes_embedding(entry.name))
+                or "no note"
+            )
             failed.append(f"{entry.name} ({notes}): {message}")
     bar.close()
     print("\n".join(report))
     if failed:
-        print(f"error: {len(failed)} snippet(s) failed: " + "; ".join(failed), file=sys.stderr)
+        print(
+            f"error: {len(failed)} snippet(s) failed: " + "; ".join(failed),
+            file=sys.stderr,
+        )
         return 1
     return 0
 
 
 def cmd_bench(opts) -> int:
-    benches = _registry.benches_by_name()
+    benches = registry.benches_by_name()
     if opts.name not in benches:
-        raise UsageError(f"unknown benchmark {opts.name!r}: choose one of {', '.join(sorted(benches)) or 'none'}")
+        raise UsageError(
+            f"unknown benchmark {opts.name!r}: choose one of {', '.join(sorted(benches)) or 'none'}"
+        )
     return benches[opts.name].bench(opts.args)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = OneLineParser(prog="python -m snippets", description="Run the snippets behind the notes.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
-    sub.add_parser("list", help="every snippet, its note, ranks and needs").set_defaults(fn=cmd_list)
+    parser = OneLineParser(
+        prog="python -m snippets", description="Run the snippets behind the notes."
+    )
+    sub = parser.add_subparsers(
+        dest="command", required=True, parser_class=OneLineParser
+    )
+    sub.add_parser(
+        "list", help="every snippet, its note, ranks and needs"
+    ).set_defaults(fn=cmd_list)
     p = sub.add_parser("run", help="run one snippet and print its self-check")
     p.add_argument("name")
     add_run_arguments(p)
     p.add_argument("--out", help="also write rank 0's result as JSON here")
     p.set_defaults(fn=cmd_run)
-    p = sub.add_parser("run-all", help="run every snippet and write results/ for the notes")
-    p.add_argument("--force", action="store_true", help="rerun even if the code is unchanged")
+    p = sub.add_parser(
+        "run-all", help="run every snippet and write results/ for the notes"
+    )
+    p.add_argument(
+        "--force", action="store_true", help="rerun even if the code is unchanged"
+    )
     p.add_argument("--only", nargs="+", metavar="NAME", help="run just these snippets")
     p.add_argument("--backend", default="auto", help="auto (default), gloo or nccl")
-    p.add_argument("--results", default=str(DEFAULT_RESULTS), help="where to write (default: results/)")
+    p.add_argument(
+        "--results",
+        default=str(DEFAULT_RESULTS),
+        help="where to write (default: results/)",
+    )
     p.add_argument("--per-snippet-timeout", type=float, default=600.0, metavar="S")
     p.set_defaults(fn=cmd_run_all)
-    p = sub.add_parser("bench", help="benchmarks: ours beside torch's built-in, in one run")
+    p = sub.add_parser(
+        "bench", help="benchmarks: ours beside torch's built-in, in one run"
+    )
     p.add_argument("name")
     p.add_argument("args", nargs="...", help="the benchmark's own options")
     p.set_defaults(fn=cmd_bench)

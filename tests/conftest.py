@@ -24,7 +24,11 @@ def process_children(pid: int) -> list[int]:
             cmdline = (stat.parent / "cmdline").read_bytes()
         except OSError:
             continue
-        if int(fields[1]) == pid and fields[0] != "Z" and b"resource_tracker" not in cmdline:
+        if (
+            int(fields[1]) == pid
+            and fields[0] != "Z"
+            and b"resource_tracker" not in cmdline
+        ):
             found.append(int(stat.parent.name))
     return found
 
@@ -32,7 +36,12 @@ def process_children(pid: int) -> list[int]:
 @pytest.fixture(scope="session")
 def results_dir() -> Path:
     """results/ brought up to date by run-all (cached: unchanged snippets are not rerun)."""
-    proc = subprocess.run([sys.executable, "-m", "snippets", "run-all"], cwd=REPO, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "snippets", "run-all"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, f"run-all failed:\n{proc.stdout}\n{proc.stderr}"
     return REPO / "results"
 
@@ -42,7 +51,12 @@ def built_site(results_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> P
     """One strict build of the site for every site test."""
     out = tmp_path_factory.mktemp("site")
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)],
-                          cwd=REPO, capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert proc.returncode == 0, f"mkdocs build --strict failed:\n{proc.stderr[-4000:]}"
     return out

@@ -1,0 +1,116 @@
+"""Shared measuring tools for benchmarks: a timer that waits for the GPU and agrees across
+ranks, and nccl-tests' definitions of bandwidth.
+
+Benchmarks report ratios measured in one run (ours ÷ the built-in), never a bare time
+as pass/fail: two numbers from the same machine, minutes apart, are comparable; a number
+from another day is not.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+
+
+def _sync(device: torch.device | None) -> None:
+    if device is not None and device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_it(
+    fn: Callable[[], object],
+    *,
+    warmup: int = 2,
+    iters: int = 5,
+    device: torch.device | None = None,
+    group: dist.ProcessGroup | None = None,
+) -> float:
+    """Median seconds of ``fn()``. With ``group``, every rank starts each iteration together
+    (a barrier) and the slowest rank's time counts, as nccl-tests does."""
+    for _ in range(warmup):
+        fn()
+    _sync(device)
+    samples = []
+    for _ in range(iters):
+        if group is not None or dist.is_initialized():
+            dist.barrier(group=group)
+        start = time.perf_counter()
+        fn()
+        _sync(device)
+        elapsed = time.perf_counter() - start
+        if dist.is_initialized():
+            t = torch.tensor([elapsed], dtype=torch.float64, device=device)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
+            elapsed = t.item()
+        samples.append(elapsed)
+    return statistics.median(samples)
+
+
+def algbw(size_bytes: int, seconds: float) -> float:
+    """nccl-tests' algorithm bandwidth: bytes of the user's buffer ÷ time (bytes/s)."""
+    return size_bytes / seconds
+
+
+def busbw(
+    size_bytes: int, seconds: float, world_size: int, collective: str = "all_reduce"
+) -> float:
+    """nccl-tests' bus bandwidth: algbw times the factor that makes it comparable to the
+    link's speed, whatever the rank count (nccl-tests, doc/PERFORMANCE.md).
+
+    all_reduce: 2(n-1)/n; all_gather and reduce_scatter: (n-1)/n; broadcast, reduce: 1.
+    """
+    n = world_size
+    factor = {
+        "all_reduce": 2 * (n - 1) / n,
+        "all_gather": (n - 1) / n,
+        "reduce_scatter": (n - 1) / n,
+        "broadcast": 1.0,
+        "reduce": 1.0,
+    }[collective]
+    return algbw(size_bytes, seconds) * factor
+
+
+# --8<-- [start:peak_memory]
+def peak_memory_bytes(
+    fn: Callable[[], object], device: torch.device | None = None
+) -> int:
+    """Measured peak of the memory ``fn()`` allocates on ``device``, above what was already
+    live when it started (bytes). Nothing is computed from shapes: this counts allocations.
+
+    CUDA: the caching allocator's own high-water mark (``max_memory_allocated``).
+    CPU: torch's profiler records every allocation and free of the CPU allocator
+    (``profile_memory=True``); the running sum of those events, in time order, peaks here.
+    """
+    device = torch.device("cpu") if device is None else torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+        fn()
+        torch.cuda.synchronize(device)
+        return torch.cuda.max_memory_allocated(device) - before
+    from torch.profiler import ProfilerActivity, profile
+
+    # Kineto prints two "USDT" lines to stderr per profile unless told not to; it reads this
+    # when the profiler first starts (a value set by the user wins).
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        fn()
+    events = [
+        e
+        for e in prof.profiler.kineto_results.events()
+        if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU
+    ]
+    live = peak = 0
+    for e in sorted(events, key=lambda e: e.start_ns()):
+        live += e.nbytes()  # > 0: an allocation, < 0: a free
+        peak = max(peak, live)
+    return peak
+
+
+# --8<-- [end:peak_memory]

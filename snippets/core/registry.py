@@ -1,0 +1,140 @@
+"""Which snippets and benchmarks exist, found by walking the package, never by a list.
+
+A concept module is any module under ``snippets/`` that defines ``SPEC`` (a
+:class:`~snippets.core.runtime.Spec`) and ``main()``; its leaf name (``ring_allreduce``)
+is its key, so leaf names are unique across the packages. A benchmark is any module
+that defines ``BENCH = "<name>"`` and ``bench(argv) -> int``. The note that embeds a
+snippet is found by reading ``docs/`` for its include lines.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pkgutil
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+
+import snippets
+from snippets.core.runtime import Spec
+
+PACKAGE_DIR = Path(snippets.__file__).resolve().parent
+REPO_DIR = PACKAGE_DIR.parent
+DOCS_DIR = REPO_DIR / "docs"
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    module: ModuleType
+
+    @property
+    def spec(self) -> Spec:
+        return self.module.SPEC
+
+    @property
+    def path(self) -> Path:
+        return Path(self.module.__file__)
+
+
+@cache
+def module_names() -> tuple[str, ...]:
+    """Every module under ``snippets`` (dotted), walking the packages; never the CLI."""
+    found = []
+    for info in pkgutil.walk_packages([str(PACKAGE_DIR)], prefix="snippets."):
+        leaf = info.name.rsplit(".", 1)[1]
+        if not info.ispkg and not leaf.startswith("_"):
+            found.append(info.name)
+    leaves = [n.rsplit(".", 1)[1] for n in found]
+    twice = sorted({leaf for leaf in leaves if leaves.count(leaf) > 1})
+    if twice:  # the leaf is the registry key and the results file name
+        raise RuntimeError(f"two snippets modules share the leaf name {twice[0]!r}")
+    return tuple(sorted(found, key=lambda n: n.rsplit(".", 1)[1]))
+
+
+def _modules() -> list[ModuleType]:
+    return [importlib.import_module(name) for name in module_names()]
+
+
+def snippets_by_name() -> dict[str, Entry]:
+    return {
+        m.__name__.rsplit(".", 1)[1]: Entry(m.__name__.rsplit(".", 1)[1], m)
+        for m in _modules()
+        if isinstance(getattr(m, "SPEC", None), Spec)
+        and callable(getattr(m, "main", None))
+    }
+
+
+def benches_by_name() -> dict[str, ModuleType]:
+    return {
+        m.BENCH: m
+        for m in _modules()
+        if isinstance(getattr(m, "BENCH", None), str)
+        and callable(getattr(m, "bench", None))
+    }
+
+
+def module_path(dotted: str) -> Path:
+    """``snippets.comm.ring_allreduce`` → its file (a package → its ``__init__.py``)."""
+    base = REPO_DIR.joinpath(*dotted.split("."))
+    return base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+
+
+def notes_embedding(name: str) -> list[Path]:
+    """Notes (relative to docs/) that include this snippet's code or results."""
+    pattern = re.compile(
+        rf"""--8<--\s+["'](?:snippets/(?:\w+/)*{name}\.py|results/{name}\.)"""
+    )
+    if not DOCS_DIR.is_dir():
+        return []
+    return sorted(
+        p.relative_to(DOCS_DIR)
+        for p in DOCS_DIR.rglob("*.md")
+        if pattern.search(p.read_text(encoding="utf-8"))
+    )
+
+
+def local_imports(path: Path) -> set[Path]:
+    """Files of the ``snippets`` modules this file imports, read from its syntax tree.
+
+    Absolute (``from snippets.comm import plumbing``) and relative imports both count,
+    at any depth (imports inside functions too); so does each package's ``__init__``.
+    """
+    dotted = ".".join(path.resolve().relative_to(REPO_DIR).with_suffix("").parts)
+    package = dotted.rsplit(".", 1)[0]
+    targets: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            targets.add(base)
+            targets |= {f"{base}.{alias.name}" for alias in node.names}
+    found = set()
+    for name in targets:
+        if name != "snippets" and not name.startswith("snippets."):
+            continue
+        parts = name.split(".")
+        for i in range(1, len(parts) + 1):  # importing a.b.c runs a, a.b and a.b.c
+            p = module_path(".".join(parts[:i]))
+            if p.exists():
+                found.add(p.resolve())
+    return found
+
+
+def import_closure(path: Path) -> set[Path]:
+    """This file and every ``snippets`` file it imports, transitively."""
+    seen: set[Path] = set()
+    todo = [path.resolve()]
+    while todo:
+        p = todo.pop()
+        if p not in seen:
+            seen.add(p)
+            todo += local_imports(p)
+    return seen

@@ -1,0 +1,142 @@
+"""Results as data first (JSON), rendered second (Markdown, SVG), always with provenance.
+
+What a snippet's ``main()`` may return (rank 0's value is the one kept)::
+
+    {"tables":  {"<table>": [{"column": value, ...}, ...]},   # → results/<name>.<table>.md
+     "figures": {"<figure>": "<svg ...>...</svg>"},            # → results/<name>.<figure>.svg and .md
+     "markdown": {"<part>": "any Markdown, e.g. a mermaid fence"},  # → results/<name>.<part>.md
+     "provenance": {"backend": "gloo", "world_size": 2},       # only if main() starts ranks itself
+     ...anything else JSON can hold...}
+
+``run-all`` adds what it saw: the command, its printed output, the provenance (device,
+backend, world size, torch, commit, UTC time) and a hash of the code it ran, and writes
+``results/<name>.json`` plus ``results/<name>.md`` (the output and a provenance line) for
+the notes to include.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import html
+import json
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from snippets.core.registry import REPO_DIR, import_closure
+
+
+def commit() -> str:
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"],
+            cwd=REPO_DIR,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=REPO_DIR,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return sha + ("+changes" if dirty else "")
+
+
+def provenance(device: str, backend: str, world_size: int) -> dict[str, Any]:
+    return {
+        "device": device,
+        "backend": backend,
+        "world_size": world_size,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "commit": commit(),
+        "utc": datetime.datetime.now(datetime.timezone.utc).strftime(
+            "%Y-%m-%dT%H:%M:%SZ"
+        ),
+    }
+
+
+def code_hash(path: Path, extra: str) -> str:
+    """Hash of the module, every snippets file it imports (transitively), and ``extra``.
+
+    The import graph is read from the code itself, so a change to a building block
+    (the point-to-point plumbing, the runtime) reruns every snippet built on it.
+    """
+    files = import_closure(path) | {Path(__file__).resolve()}
+    h = hashlib.sha256(extra.encode())
+    for p in sorted(files):
+        h.update(str(p.relative_to(REPO_DIR)).encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()
+
+
+def markdown_table(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "_(no rows)_\n"
+    cols = list(dict.fromkeys(k for row in rows for k in row))
+
+    def cell(v: Any) -> str:
+        if isinstance(v, float):
+            v = f"{v:.4g}"
+        return str(v).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(cell(c) for c in cols) + " |", "|" + "---|" * len(cols)]
+    lines += [
+        "| " + " | ".join(cell(row.get(c, "")) for c in cols) + " |" for row in rows
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def provenance_line(p: dict[str, Any]) -> str:
+    ranks = f"{p['world_size']} rank{'s' if p['world_size'] != 1 else ''}"
+    text = (
+        f"Last run: {p['device']} · {p['backend']} · {ranks} · torch {p['torch']} · "
+        f"commit {p['commit']} · {p['utc'].replace('T', ' ').replace('Z', ' UTC')}"
+    )
+    return f'<p class="cp-provenance">{html.escape(text)}</p>\n'
+
+
+def write(results_dir: Path, name: str, record: dict[str, Any]) -> list[Path]:
+    """Write one snippet's record and its renderings; return the files written."""
+    results_dir.mkdir(parents=True, exist_ok=True)
+    value = record.get("result") if isinstance(record.get("result"), dict) else {}
+    prov = provenance_line(record["provenance"])
+    files: dict[str, str] = {}
+    files[f"{name}.md"] = (
+        f'```text title="$ {record["command"]}"\n{record["output"].rstrip()}\n```\n\n{prov}'
+    )
+    for table, rows in value.get("tables", {}).items():
+        files[f"{name}.{table}.md"] = markdown_table(rows) + "\n" + prov
+    for figure, svg in value.get("figures", {}).items():
+        files[f"{name}.{figure}.svg"] = svg
+        flat = "\n".join(
+            line for line in svg.splitlines() if line.strip()
+        )  # a blank line would end the HTML block
+        files[f"{name}.{figure}.md"] = (
+            f'<figure class="cp-figure">\n{flat}\n</figure>\n\n{prov}'
+        )
+    for part, text in value.get("markdown", {}).items():
+        files[f"{name}.{part}.md"] = f"{text.rstrip()}\n\n{prov}"
+    files[f"{name}.json"] = json.dumps(record, indent=2, default=str) + "\n"
+    written = []
+    for filename, text in files.items():
+        path = results_dir / filename
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def read(results_dir: Path, name: str) -> dict[str, Any] | None:
+    try:
+        return json.loads((results_dir / f"{name}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,204 @@
+"""Point-to-point bandwidth and latency between every pair of ranks, and GPU copies.
+
+For every ordered pair (i, j) the other ranks stand by while i sends a buffer to j:
+bandwidth = bytes ÷ time of one send/recv (the slower of the two ranks counts, as in
+nccl-tests); latency = half a ping-pong of one element. Under NCCL this is NCCL
+send/recv between GPUs (NVLink or PCIe, whatever NCCL picked); under gloo it is TCP
+through the loopback of one machine. Where CUDA is present, rank 0 also times a plain
+device-to-device ``copy_`` between every pair of visible GPUs (and within each GPU).
+
+    python -m snippets.hardware.p2p_bandwidth              # 4 ranks
+    python -m snippets run p2p_bandwidth -n 3 --size-mib 16
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+import torch.distributed as dist
+
+from snippets.core.measure import time_it
+from snippets.core.runtime import Spec, device, main_entry, print0
+from snippets.core.svg import heatmap
+
+SPEC = Spec(
+    summary="point-to-point bandwidth and latency matrix between every pair of ranks",
+    world_size=4,
+    min_world_size=2,
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--size-mib",
+        type=float,
+        default=None,
+        help="message size (default 4 on CPU, 256 on GPUs)",
+    )
+    parser.add_argument(
+        "--iters", type=int, default=5, help="timed repetitions per pair (median kept)"
+    )
+
+
+# --8<-- [start:pair]
+def send_recv_seconds(src: int, dst: int, buf: torch.Tensor, iters: int = 5) -> float:
+    """Median seconds for ``buf`` to go from rank src to rank dst. Every rank calls this."""
+    rank = dist.get_rank()
+
+    def once() -> None:
+        if rank == src:
+            dist.send(buf, dst)
+        elif rank == dst:
+            dist.recv(buf, src)
+
+    return time_it(
+        once, warmup=2, iters=iters, device=buf.device
+    )  # barrier before, slowest rank's time after
+
+
+def ping_pong_seconds(src: int, dst: int, dev: torch.device, iters: int = 5) -> float:
+    """Half a round trip of one element: the latency of a tiny message."""
+    rank, x = dist.get_rank(), torch.zeros(1, device=dev)
+
+    def once() -> None:
+        if rank == src:
+            dist.send(x, dst)
+            dist.recv(x, dst)
+        elif rank == dst:
+            dist.recv(x, src)
+            dist.send(x, src)
+
+    return time_it(once, warmup=2, iters=iters, device=dev) / 2
+
+
+# --8<-- [end:pair]
+
+
+# --8<-- [start:copy]
+def device_copy_gbps(
+    nbytes: int, iters: int = 5, group: dist.ProcessGroup | None = None
+) -> list[list[float]]:
+    """GB/s of ``b.copy_(a)`` from cuda:i to cuda:j for every pair of visible GPUs. Off the
+    diagonal the bytes cross NVLink or PCIe (peer to peer if the driver allows it, else
+    through host memory); on it they stay in one GPU's memory (read once, written once).
+    ``group``: the ranks that time it together (inside a process group, only rank 0's own)."""
+    n = torch.cuda.device_count()
+    gbps = [[0.0] * n for _ in range(n)]
+    for i in range(n):
+        for j in range(n):
+            a = torch.ones(nbytes, dtype=torch.uint8, device=f"cuda:{i}")  # [nbytes]
+            b = torch.empty(nbytes, dtype=torch.uint8, device=f"cuda:{j}")  # [nbytes]
+
+            def once() -> None:
+                b.copy_(a)
+                torch.cuda.synchronize(i)
+                torch.cuda.synchronize(j)
+
+            gbps[i][j] = (
+                nbytes / time_it(once, warmup=2, iters=iters, group=group) / 1e9
+            )
+            assert bool((b == 1).all()), f"copy cuda:{i} → cuda:{j} lost bytes"
+            del a, b
+    return gbps
+
+
+# --8<-- [end:copy]
+
+
+def main(size_mib: float | None = None, iters: int = 5) -> dict:
+    rank, p, dev = dist.get_rank(), dist.get_world_size(), device()
+    transport = (
+        "NCCL send/recv"
+        if dist.get_backend() == "nccl"
+        else f"{dist.get_backend()} send/recv"
+    )
+    mib = size_mib if size_mib is not None else (256.0 if dev.type == "cuda" else 4.0)
+    if mib <= 0 or iters < 1:
+        raise ValueError(
+            f"--size-mib must be > 0 and --iters ≥ 1, got {mib} and {iters}"
+        )
+    numel = max(1, int(mib * 2**20) // 4)
+    buf = torch.empty(numel, dtype=torch.float32, device=dev)  # [numel]
+    bw = [[None] * p for _ in range(p)]
+    lat = [[None] * p for _ in range(p)]
+    rows = []
+    for src in range(p):
+        for dst in range(p):
+            if src == dst:
+                continue
+            pattern = torch.arange(numel, dtype=torch.float32, device=dev) + (
+                src * p + dst
+            )  # [numel]
+            if rank == src:
+                buf.copy_(pattern)
+            seconds = send_recv_seconds(src, dst, buf, iters)
+            if rank == dst:  # the payload must arrive intact, or the time means nothing
+                assert torch.equal(buf, pattern), (
+                    f"rank {dst} received corrupted data from rank {src}"
+                )
+            bw[src][dst] = numel * 4 / seconds / 1e9
+            lat[src][dst] = ping_pong_seconds(src, dst, dev, iters) * 1e6
+            rows.append(
+                {
+                    "from": src,
+                    "to": dst,
+                    "transport": transport,
+                    "MiB": numel * 4 / 2**20,
+                    "GB/s": bw[src][dst],
+                    "latency (µs)": lat[src][dst],
+                }
+            )
+    assert all(
+        bw[i][j] > 0 and lat[i][j] > 0 for i in range(p) for j in range(p) if i != j
+    )
+
+    copies = [{"from": "-", "to": "-", "GB/s": "no CUDA device on this machine"}]
+    if torch.cuda.is_available():
+        alone = dist.new_group(
+            [0], backend="gloo"
+        )  # every rank takes part in creating it; rank 0 times alone
+        gbps = device_copy_gbps(numel * 4, iters, alone) if rank == 0 else []
+        dist.barrier()
+        copies = [
+            {"from": f"cuda:{i}", "to": f"cuda:{j}", "GB/s": g}
+            for i, r in enumerate(gbps)
+            for j, g in enumerate(r)
+        ]
+    labels = [f"rank {r}" for r in range(p)]
+    print0(
+        f"{p} ranks, {transport}, {numel * 4 / 2**20:g} MiB messages, median of {iters}:"
+    )
+    print0("  GB/s      " + " ".join(f"{'→' + str(j):>8}" for j in range(p)))
+    for i in range(p):
+        print0(
+            f"  rank {i}:  "
+            + " ".join(f"{'-' if v is None else f'{v:.3g}':>8}" for v in bw[i])
+        )
+    print0("  latency µs" + " ".join(f"{'→' + str(j):>8}" for j in range(p)))
+    for i in range(p):
+        print0(
+            f"  rank {i}:  "
+            + " ".join(f"{'-' if v is None else f'{v:.0f}':>8}" for v in lat[i])
+        )
+    for c in copies if torch.cuda.is_available() else []:
+        print0(f"  copy_ {c['from']} → {c['to']}: {c['GB/s']:.1f} GB/s")
+    print0("every payload arrived intact ✓")
+    return {
+        "tables": {"pairs": rows, "device_copy": copies},
+        "figures": {
+            "bandwidth": heatmap(
+                bw,
+                labels,
+                title=f"{transport}, sender (row) to receiver (column)",
+                unit="GB/s",
+            ),
+            "latency": heatmap(
+                lat, labels, title=f"{transport}, half ping-pong", unit="µs"
+            ),
+        },
+    }
+
+
+if __name__ == "__main__":
+    raise SystemExit(main_entry(main, SPEC))

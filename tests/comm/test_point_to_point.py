@@ -1,0 +1,78 @@
+"""Point-to-point: the three safe swaps deliver the peer's tensor, the deliberate deadlock
+is caught by its short timeout (not a hang), and the hazard demo reports what arrived."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from snippets.comm import point_to_point
+from snippets.core.runtime import launch
+
+
+def swaps_rank() -> list[str]:
+    p, me = dist.get_world_size(), dist.get_rank()
+    failures = []
+    for swap in (
+        point_to_point.swap_by_parity,
+        point_to_point.swap_nonblocking,
+        point_to_point.swap_batched,
+    ):
+        peer = me ^ 1
+        if peer >= p:
+            continue
+        mine = torch.randn(7, generator=torch.Generator().manual_seed(me))  # odd length
+        theirs = torch.empty(7)
+        swap(mine, theirs, peer)
+        if not torch.equal(
+            theirs, torch.randn(7, generator=torch.Generator().manual_seed(peer))
+        ):
+            failures.append(f"{swap.__name__}: rank {me} got the wrong tensor")
+    return failures
+
+
+def test_swaps_on_odd_world() -> None:
+    assert not [
+        f for r in launch(swaps_rank, 3, backend="gloo", timeout_s=30) for f in r
+    ]
+
+
+def test_main_deadlocks_and_recovers_quickly() -> None:
+    start = time.perf_counter()
+    result = launch(point_to_point.main, 2, backend="gloo", timeout_s=30, args=(2.0,))[
+        0
+    ]
+    elapsed = time.perf_counter() - start
+    assert result["deadlocked"], (
+        "gloo's blocking send is expected to wait for the receiver"
+    )
+    assert all(1.5 < s < 10 for s in result["deadlock_seconds"]), result[
+        "deadlock_seconds"
+    ]
+    assert elapsed < 30, f"the demo took {elapsed:.0f} s"
+    # the hazard demo reports one of the two possible outcomes, never anything else
+    assert result["write_before_wait_received"] in ([1.0] * 4, [2.0] * 4)
+
+
+@pytest.mark.parametrize("bad", ["0", "600", "soon"])
+def test_bad_deadlock_timeout_is_a_one_line_usage_error(bad: str) -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "snippets.comm.point_to_point",
+            "--deadlock-timeout",
+            bad,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, (
+        proc.stderr
+    )

@@ -1,0 +1,65 @@
+"""Tests for snippets.core.measure."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from snippets.core.measure import peak_memory_bytes
+
+MiB = 1 << 20
+SLACK = 64 * 1024  # small tensors the ops make on the side (scalars, shapes)
+
+
+# --- peak_memory_bytes: validated against allocations whose size is known -----------------
+
+
+def _two_live_at_once() -> None:
+    a = torch.empty(3 * MiB, dtype=torch.uint8)
+    b = torch.empty(5 * MiB, dtype=torch.uint8)  # a is still live: the peak is a + b
+    del a, b
+
+
+def _one_after_another() -> None:
+    for n in (3, 5, 2):
+        t = torch.ones(n * MiB, dtype=torch.uint8)  # the previous t is freed first
+        t.add_(1)
+        del t
+
+
+def test_peak_of_tensors_live_together_is_their_sum():
+    peak = peak_memory_bytes(_two_live_at_once)
+    assert 8 * MiB <= peak <= 8 * MiB + SLACK
+
+
+def test_peak_of_tensors_freed_in_turn_is_the_largest():
+    peak = peak_memory_bytes(_one_after_another)
+    assert 5 * MiB <= peak <= 5 * MiB + SLACK
+
+
+def test_memory_live_before_the_call_does_not_count():
+    resident = torch.zeros(16 * MiB, dtype=torch.uint8)
+    peak = peak_memory_bytes(
+        lambda: resident.add_(1)
+    )  # in place: allocates nothing new
+    assert peak <= SLACK
+    assert resident[0] == 1
+
+
+def test_matmul_output_is_counted():
+    x = torch.randn(300, 500)
+    expected = 300 * 300 * 4  # x @ xᵀ: a (300, 300) fp32 result
+    peak = peak_memory_bytes(lambda: x @ x.T)
+    assert expected <= peak <= expected + SLACK
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_peak_counts_a_known_allocation():
+    dev = torch.device("cuda")
+    peak = peak_memory_bytes(
+        lambda: torch.empty(8 * MiB, dtype=torch.uint8, device=dev), dev
+    )
+    assert (
+        8 * MiB <= peak <= 8 * MiB + 2 * MiB
+    )  # the caching allocator rounds blocks up

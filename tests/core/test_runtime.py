@@ -1,0 +1,137 @@
+"""The runtime's promises: results come back per rank, a failing rank stops all ranks and is
+named, a deadlock ends at the timeout, and no process is left behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+from conftest import REPO, process_children
+
+from snippets.core.runtime import RankError, UsageError, choose_backend, launch
+
+
+def rank_and_sum() -> tuple[int, float]:
+    t = torch.tensor([float(dist.get_rank() + 1)])
+    dist.all_reduce(t)
+    return dist.get_rank(), t.item()
+
+
+def rank_two_raises() -> None:
+    if dist.get_rank() == 2:
+        raise ValueError("rank two was told to fail")
+    dist.barrier()  # the others wait here for rank 2, which never comes
+
+
+def everyone_receives() -> None:
+    buf = torch.zeros(4)
+    dist.recv(
+        buf, src=(dist.get_rank() + 1) % dist.get_world_size()
+    )  # nobody sends: a deadlock
+
+
+def nap() -> None:
+    os.write(
+        1, f"{os.getpid()}\n".encode()
+    )  # one write: two ranks' lines never interleave
+    time.sleep(120)
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_launch_returns_every_rank_result(n: int) -> None:
+    results = launch(rank_and_sum, n, backend="gloo", timeout_s=30)
+    assert [r for r, _ in results] == list(range(n))
+    assert all(s == n * (n + 1) / 2 for _, s in results)  # 1 + 2 + … + n
+    assert process_children(os.getpid()) == []
+
+
+def test_a_failing_rank_stops_all_and_is_named() -> None:
+    start = time.monotonic()
+    with pytest.raises(RankError) as err:
+        launch(rank_two_raises, 4, backend="gloo", timeout_s=60)
+    assert err.value.rank == 2
+    assert "ValueError: rank two was told to fail" in str(err.value)
+    assert time.monotonic() - start < 30, (
+        "the others should be stopped at once, not at their timeout"
+    )
+    assert process_children(os.getpid()) == []
+
+
+def test_a_deadlock_ends_at_the_timeout() -> None:
+    start = time.monotonic()
+    with pytest.raises(RankError) as err:
+        launch(everyone_receives, 2, backend="gloo", timeout_s=3)
+    elapsed = time.monotonic() - start
+    assert elapsed < 20, f"took {elapsed:.1f} s for a 3 s timeout"
+    assert "rank" in str(err.value) and err.value.cause
+    assert process_children(os.getpid()) == []
+
+
+def test_ranks_exit_when_the_launcher_is_killed() -> None:
+    code = (
+        "import sys; sys.path[:0] = ['tests', 'tests/core']; from test_runtime import nap; "
+        "from snippets.core.runtime import launch; launch(nap, 2, backend='gloo')"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        pids = [int(parent.stdout.readline()) for _ in range(2)]
+        assert set(pids) <= set(process_children(parent.pid))
+    finally:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.2)
+    assert not any(_alive(p) for p in pids), "orphaned ranks kept running"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_backend_choice_refuses_what_cannot_work() -> None:
+    with pytest.raises(UsageError, match="unknown backend"):
+        choose_backend("mpi-ish", 2)
+    if not torch.cuda.is_available():
+        with pytest.raises(UsageError, match="needs CUDA GPUs"):
+            choose_backend("nccl", 2)
+        assert choose_backend("auto", 4) == "gloo"
+    else:
+        with pytest.raises(UsageError, match="GPUs"):
+            choose_backend("nccl", torch.cuda.device_count() + 1)
+    with pytest.raises(UsageError, match="at least 1"):
+        launch(rank_and_sum, 0)
+
+
+def test_torchrun_runs_a_snippet_unchanged() -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            "2",
+            "--standalone",  # a free port of its own: parallel runs never collide
+            "-m",
+            "snippets.comm.process_groups",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "world: 2 ranks, backend gloo; all_reduce(rank) = 1" in proc.stdout

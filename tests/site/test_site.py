@@ -1,0 +1,206 @@
+"""The built site: strict build, feeds, autodiscovery, site map, links, and nothing fetched
+from another host."""
+
+from __future__ import annotations
+
+import json
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import feedparser
+import pytest
+import yaml
+from conftest import REPO
+
+POSTS = sorted((REPO / "docs" / "blog" / "posts").glob("*.md"))
+
+
+def front_matter(path: Path) -> dict:
+    return yaml.safe_load(path.read_text(encoding="utf-8").split("---", 2)[1])
+
+
+class Refs(HTMLParser):
+    """Every href/src of a page, with the tag it came from."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refs: list[tuple[str, str, dict]] = []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        for key in ("href", "src"):
+            if a.get(key):
+                self.refs.append((tag, a[key], a))
+
+
+def refs(page: Path) -> list[tuple[str, str, dict]]:
+    parser = Refs()
+    parser.feed(page.read_text(encoding="utf-8"))
+    return parser.refs
+
+
+def pages(site: Path) -> list[Path]:
+    return sorted(site.rglob("*.html"))
+
+
+def test_every_note_has_a_scalar_date_title_and_series() -> None:
+    assert POSTS, "no notes"
+    for post in POSTS:
+        meta = front_matter(post)
+        assert hasattr(meta["date"], "year"), f"{post.name}: date must be a scalar YYYY-MM-DD"
+        assert post.name.startswith(meta["date"].isoformat()), f"{post.name}: file name and date disagree"
+        assert meta["title"] and meta["categories"] and meta.get("description")
+
+
+def note_date(title: str):
+    return next(front_matter(p)["date"] for p in POSTS if front_matter(p)["title"] == title)
+
+
+@pytest.mark.parametrize("feed", ["feed_rss_created.xml", "feed_rss_updated.xml"])
+def test_rss_feeds_parse_with_one_entry_per_note(built_site: Path, feed: str) -> None:
+    parsed = feedparser.parse((built_site / feed).read_bytes())
+    assert not parsed.bozo, parsed.get("bozo_exception")
+    assert parsed.version == "rss20"
+    assert {e.title for e in parsed.entries} == {front_matter(p)["title"] for p in POSTS}
+    for entry in parsed.entries:
+        date = note_date(entry.title)
+        assert entry.published_parsed[:3] == (date.year, date.month, date.day), f"{entry.title}: date not from the note"
+        assert entry.id and entry.link and entry.summary
+
+
+def test_json_feed_has_one_item_per_note(built_site: Path) -> None:
+    """feedparser reads no JSON Feed, so check it against the JSON Feed 1.1 spec's required fields."""
+    feed = json.loads((built_site / "feed_json_created.json").read_text(encoding="utf-8"))
+    assert feed["version"].startswith("https://jsonfeed.org/version/1") and feed["title"]
+    assert {item["title"] for item in feed["items"]} == {front_matter(p)["title"] for p in POSTS}
+    for item in feed["items"]:
+        assert item["id"] and item["url"] and ("content_html" in item or "content_text" in item)
+        assert item["date_published"].startswith(note_date(item["title"]).isoformat())
+
+
+def test_feed_ids_are_the_same_on_a_rebuild(built_site: Path, tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+    subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path)], cwd=REPO, check=True,
+                   capture_output=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    ids = [{(e.title, e.id, e.published) for e in feedparser.parse((site / "feed_rss_created.xml").read_bytes()).entries}
+           for site in (built_site, tmp_path)]
+    assert ids[0] == ids[1]
+
+
+def test_every_page_announces_the_feeds(built_site: Path) -> None:
+    for page in pages(built_site):
+        alternates = {(a.get("type"), href) for tag, href, a in refs(page) if tag == "link" and a.get("rel") == "alternate"}
+        types = {t for t, _ in alternates}
+        assert {"application/rss+xml", "application/feed+json"} <= types, page
+        for _, href in alternates:
+            base = built_site if href.startswith("/") else page.parent
+            assert (base / href.lstrip("/")).resolve().is_file(), f"{page}: feed link {href} is broken"
+
+
+def test_site_map_lists_every_note(built_site: Path) -> None:
+    """Each note is linked twice from the site map (by series, by date), and nothing else is."""
+    page = built_site / "sitemap" / "index.html"
+    targets = [(page.parent / href).resolve() for tag, href, _ in refs(page)
+               if tag == "a" and re.match(r"^(\.\./)+blog/\d{4}/\d\d/\d\d/", href)]
+    counts = {t: targets.count(t) for t in targets}
+    assert len(counts) == len(POSTS), sorted(str(t) for t in counts)
+    assert set(counts.values()) == {2}
+    for post in POSTS:
+        meta = front_matter(post)
+        assert any(t.parent.name == f"{meta['date']:%d}" and t.parent.parent.name == f"{meta['date']:%m}"
+                   for t in counts), f"{post.name} is not on the site map"
+
+
+def test_no_broken_internal_links(built_site: Path) -> None:
+    broken = []
+    for page in pages(built_site):
+        for tag, ref, _ in refs(page):
+            parts = urlsplit(ref)
+            if parts.scheme or ref.startswith(("#", "mailto:", "//", "data:")):
+                continue
+            base = built_site if parts.path.startswith("/") else page.parent  # 404.html uses site-absolute paths
+            target = (base / unquote(parts.path).lstrip("/")).resolve()
+            if target.is_dir():
+                target = target / "index.html"
+            if not target.exists():
+                broken.append(f"{page.relative_to(built_site)} → {ref}")
+    assert not broken, "\n".join(broken[:30])
+
+
+def test_nothing_is_loaded_from_another_host(built_site: Path) -> None:
+    """Scripts, styles, fonts and images all come from the site itself."""
+    for page in pages(built_site):
+        for tag, ref, attrs in refs(page):
+            loads = tag in {"script", "img", "iframe", "source"} or (tag == "link" and attrs.get("rel") in {"stylesheet", "preload", "icon", "modulepreload"})
+            if loads:
+                assert not re.match(r"^(https?:)?//", ref), f"{page.relative_to(built_site)} loads {ref}"
+    for css in built_site.rglob("*.css"):
+        assert not re.search(r"@import\s+url\(\s*['\"]?(https?:)?//|fonts\.googleapis", css.read_text(encoding="utf-8")), css
+
+
+def test_notes_embed_code_from_snippets_and_their_results(built_site: Path) -> None:
+    """A note shows its module's code (from snippets/, not pasted) and its last run's provenance."""
+    for post in POSTS:
+        text = post.read_text(encoding="utf-8")
+        assert re.search(r'--8<-- "snippets/(?:\w+/)*\w+\.py:\w+"', text), f"{post.name} embeds no snippet section"
+        assert re.search(r'--8<-- "results/[\w.]+\.md"', text), f"{post.name} shows no result"
+    html = "".join(p.read_text(encoding="utf-8") for p in (built_site / "blog").rglob("index.html"))
+    assert html.count('class="cp-provenance"') >= len(POSTS)
+
+
+@pytest.mark.parametrize("include, missing", [
+    ('--8<-- "results/no_such_snippet.md"', "results/no_such_snippet.md"),
+    ('```python\n--8<-- "snippets/comm/process_groups.py:no_such_section"\n```', "no_such_section"),
+    ('```python\n--8<-- "snippets/no_such_module.py:who"\n```', "no_such_module.py"),
+])
+def test_a_note_including_something_missing_fails_the_build(tmp_path: Path, include: str, missing: str) -> None:
+    """The same config, a one-note docs folder: the strict build must refuse the note."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    for name in ("hooks", "overrides", "snippets"):
+        shutil.copytree(REPO / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "mkdocs.yml", tmp_path)
+    (tmp_path / "node_modules").symlink_to(REPO / "node_modules")
+    posts = tmp_path / "docs" / "blog" / "posts"
+    posts.mkdir(parents=True)
+    for page in ("index.md", "sitemap.md", "subscribe.md", "blog/index.md"):
+        shutil.copy(REPO / "docs" / page, tmp_path / "docs" / page)
+    shutil.copytree(REPO / "docs" / "assets", tmp_path / "docs" / "assets")
+    (posts / "2026-01-01-broken.md").write_text(
+        "---\ntitle: Broken\ndate: 2026-01-01\ncategories:\n  - Distributed training, by hand\n"
+        f"description: x\n---\n\n# Broken\n\n{include}\n", encoding="utf-8")
+    cfg = (tmp_path / "mkdocs.yml").read_text().replace("  - Notebooks:", "  - NotebooksGone:")
+    (tmp_path / "mkdocs.yml").write_text(cfg)
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
+                          cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert proc.returncode != 0
+    assert missing in proc.stderr
+
+
+def built_page(site: Path, post: Path) -> Path:
+    meta = front_matter(post)
+    day = site / "blog" / f"{meta['date']:%Y/%m/%d}"
+    pages_that_day = [p for p in day.glob("*/index.html") if f">{meta['title']}<".replace("&", "&amp;") in p.read_text(encoding="utf-8")
+                      or meta["title"] in p.read_text(encoding="utf-8")]
+    assert pages_that_day, f"no built page for {post.name}"
+    return pages_that_day[0]
+
+
+def test_previous_and_next_stay_within_the_series(built_site: Path) -> None:
+    by_series: dict[str, list[Path]] = {}
+    for post in sorted(POSTS, key=lambda p: (front_matter(p)["date"], p.name)):
+        by_series.setdefault(front_matter(post)["categories"][0], []).append(post)
+    for series, posts in by_series.items():
+        for i, post in enumerate(posts):
+            page = built_page(built_site, post)
+            html = page.read_text(encoding="utf-8")
+            nav = html.split('class="cp-series-nav"', 1)[1].split("</nav>", 1)[0] if "cp-series-nav" in html else ""
+            linked = {(page.parent / h).resolve() for h in re.findall(r'href="([^"]+)"', nav)}
+            expected = {built_page(built_site, p).parent.resolve() for p in posts[max(i - 1, 0):i + 2] if p != post}
+            assert linked == expected, f"{post.name}: series links {linked} != {expected}"

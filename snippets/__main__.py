@@ -25,16 +25,13 @@ from pathlib import Path
 
 from snippets.core import registry
 from snippets.core import results as _results
+from snippets.core.cli import OneLineParser, add_run_arguments, guarded, snippet_options
 from snippets.core.runtime import (
-    OneLineParser,
     UsageError,
-    add_run_arguments,
     choose_backend,
     describe_device,
     gpu_count,
-    guarded,
     run,
-    snippet_options,
     under_torchrun,
 )
 

@@ -44,16 +44,9 @@ from snippets.attention.flash_attention import (
     MIN_HEAD_DIM,
     flash_attention,
 )
+from snippets.core.cli import OneLineParser, guarded, main_entry, positive_int
 from snippets.core.measure import peak_memory_bytes, time_it
-from snippets.core.runtime import (
-    OneLineParser,
-    Spec,
-    UsageError,
-    guarded,
-    main_entry,
-    positive_int,
-    print0,
-)
+from snippets.core.runtime import Spec, UsageError, print0
 from snippets.core.svg import line_chart
 
 BENCH = "attention"

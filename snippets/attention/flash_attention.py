@@ -22,7 +22,8 @@ import math
 import torch
 import torch.nn.functional as F
 
-from snippets.core.runtime import Spec, main_entry, positive_int, print0
+from snippets.core.cli import main_entry, positive_int
+from snippets.core.runtime import Spec, print0
 
 SPEC = Spec(
     summary="FlashAttention-2 forward and backward as tiled PyTorch, checked against SDPA"

@@ -33,7 +33,8 @@ import os
 import torch
 import torch.nn.functional as F
 
-from snippets.core.runtime import Spec, main_entry, print0
+from snippets.core.cli import main_entry
+from snippets.core.runtime import Spec, print0
 
 SPEC = Spec(
     summary="FlashAttention-2 forward and backward as Triton kernels, checked against SDPA"

@@ -27,7 +27,8 @@ from typing import NamedTuple
 
 import torch
 
-from snippets.core.runtime import Spec, main_entry, print0
+from snippets.core.cli import main_entry
+from snippets.core.runtime import Spec, print0
 
 SPEC = Spec(
     summary="softmax in one streaming pass: the (m, d) recurrence and its associative merge"

@@ -36,7 +36,8 @@ from snippets.attention.flash_attention import (
     head_dim,
 )
 from snippets.attention.online_softmax import merge_outputs
-from snippets.core.runtime import Spec, device, main_entry, positive_int, print0
+from snippets.core.cli import main_entry, positive_int
+from snippets.core.runtime import Spec, device, print0
 
 SPEC = Spec(
     summary="context parallelism: K/V blocks go round a ring, partials merge by online softmax",

@@ -27,7 +27,8 @@ from snippets.comm.naive_allreduce import naive_allreduce
 from snippets.comm.plumbing import Send
 from snippets.comm.ring_allreduce import ring_allreduce
 from snippets.comm.tree_allreduce import double_tree_allreduce, tree_allreduce
-from snippets.core.runtime import Spec, device, main_entry, positive_int, print0
+from snippets.core.cli import main_entry, positive_int
+from snippets.core.runtime import Spec, device, print0
 
 __all__ = [
     "ALGORITHMS",

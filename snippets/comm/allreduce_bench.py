@@ -40,15 +40,13 @@ import torch
 import torch.distributed as dist
 
 from snippets.comm import allreduce, collectives, cost_model, tree_allreduce
+from snippets.core.cli import OneLineParser, add_run_arguments, main_entry
 from snippets.core.measure import algbw, busbw, time_it
 from snippets.core.runtime import (
-    OneLineParser,
     Spec,
-    add_run_arguments,
     choose_backend,
     device,
     launch,
-    main_entry,
     print0,
     under_torchrun,
 )

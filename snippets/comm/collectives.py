@@ -30,7 +30,8 @@ from snippets.comm.plumbing import (
     op_problem,
     wait_all,
 )
-from snippets.core.runtime import Spec, device, main_entry, print0
+from snippets.core.cli import main_entry
+from snippets.core.runtime import Spec, device, print0
 
 SPEC = Spec(
     summary="broadcast, scatter, gather, reduce, all_gather, reduce_scatter, all_to_all, barrier "

@@ -32,7 +32,8 @@ from snippets.comm.plumbing import (
     send,
     wait_all,
 )
-from snippets.core.runtime import Spec, device, main_entry, positive_int, print0
+from snippets.core.cli import main_entry, positive_int
+from snippets.core.runtime import Spec, device, print0
 
 SPEC = Spec(
     summary="Rabenseifner's all-reduce: recursive-halving reduce-scatter, recursive-doubling all-gather",

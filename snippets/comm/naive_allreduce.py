@@ -21,7 +21,8 @@ import torch.distributed as dist
 from torch.distributed import ReduceOp
 
 from snippets.comm.plumbing import begin, combine_, end, recv, send, wait_all
-from snippets.core.runtime import Spec, device, main_entry, positive_int, print0
+from snippets.core.cli import main_entry, positive_int
+from snippets.core.runtime import Spec, device, print0
 
 SPEC = Spec(
     summary="all-reduce the naive ways: via a root, or everyone to everyone",

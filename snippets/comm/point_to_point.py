@@ -21,7 +21,8 @@ import time
 import torch
 import torch.distributed as dist
 
-from snippets.core.runtime import Spec, device, main_entry, print0
+from snippets.core.cli import main_entry
+from snippets.core.runtime import Spec, device, print0
 
 SPEC = Spec(
     summary="send/recv, isend/irecv, batch_isend_irecv, a deadlock caught by a timeout, buffer reuse",

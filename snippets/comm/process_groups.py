@@ -16,7 +16,8 @@ import socket
 import torch
 import torch.distributed as dist
 
-from snippets.core.runtime import Spec, device, main_entry, print0
+from snippets.core.cli import main_entry
+from snippets.core.runtime import Spec, device, print0
 
 SPEC = Spec(
     summary="ranks, world size, backend, and sub-groups that all-reduce on their own",

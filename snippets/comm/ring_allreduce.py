@@ -33,7 +33,8 @@ from snippets.comm.plumbing import (
     send,
     wait_all,
 )
-from snippets.core.runtime import Spec, device, main_entry, positive_int, print0
+from snippets.core.cli import main_entry, positive_int
+from snippets.core.runtime import Spec, device, print0
 
 SPEC = Spec(
     summary="ring all-reduce: reduce-scatter then all-gather, segmented so it pipelines",

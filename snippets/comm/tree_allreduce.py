@@ -28,7 +28,8 @@ import torch.distributed as dist
 from torch.distributed import ReduceOp
 
 from snippets.comm.plumbing import begin, combine_, end, recv, send, wait_all
-from snippets.core.runtime import Spec, device, main_entry, positive_int, print0
+from snippets.core.cli import main_entry, positive_int
+from snippets.core.runtime import Spec, device, print0
 
 SPEC = Spec(
     summary="pipelined binary-tree and double-binary-tree all-reduce", world_size=6

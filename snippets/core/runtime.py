@@ -18,7 +18,6 @@ raises :class:`RankError` naming the rank and the cause.
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import functools
 import multiprocessing as mp
@@ -360,89 +359,3 @@ def run(
     return launch(main, n, backend, spec.timeout_s if timeout_s is None else timeout_s)[
         0
     ]
-
-
-def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "-n",
-        "--nproc",
-        type=int,
-        default=None,
-        metavar="N",
-        help="number of ranks (default: the snippet's own)",
-    )
-    parser.add_argument(
-        "--backend", default="auto", help="auto (default), gloo or nccl"
-    )
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        default=None,
-        metavar="S",
-        help="process-group timeout in seconds",
-    )
-
-
-def positive_int(text: str) -> int:
-    """An argparse ``type=`` for counts: a whole number ≥ 1, or a one-line usage error."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a whole number, got {text!r}"
-        ) from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse, but a usage mistake is one line on stderr and exit status 2."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"error: {message} (see --help)\n")
-
-
-def guarded(body: Callable[[], int]) -> int:
-    """Turn the two expected failures into exit codes: 2 for bad input, 1 for a failed rank."""
-    try:
-        return body()
-    except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except RankError as exc:
-        if (
-            exc.usage is not None
-        ):  # a rank refused bad input: the same one line as anywhere else
-            print(f"error: {exc.usage}", file=sys.stderr)
-            return 2
-        for line in exc.remote_traceback.rstrip().splitlines():
-            print(f"[rank {exc.rank}] {line}", file=sys.stderr)
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return 130
-
-
-def snippet_options(module: Any, argv: list[str], prog: str) -> dict:
-    """A snippet's own options: it may define ``add_arguments(parser)``; the parsed values
-    are passed to ``main`` as keyword arguments."""
-    parser = OneLineParser(prog=prog)
-    if hasattr(module, "add_arguments"):
-        module.add_arguments(parser)
-    return vars(parser.parse_args(argv))
-
-
-def main_entry(main: Callable[..., Any], spec: Spec) -> int:
-    """What ``python -m snippets.<name>`` (and torchrun ``-m``) calls."""
-    parser = OneLineParser(description=spec.summary)
-    add_run_arguments(parser)
-    opts, rest = parser.parse_known_args()
-    options = snippet_options(sys.modules[main.__module__], rest, parser.prog)
-
-    def body() -> int:
-        run(main, spec, opts.nproc, opts.backend, opts.timeout, options)
-        return 0
-
-    return guarded(body)

@@ -28,8 +28,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from snippets.core.cli import main_entry
 from snippets.core.measure import time_it
-from snippets.core.runtime import Spec, device, gpu_count, launch, main_entry, print0
+from snippets.core.runtime import Spec, device, gpu_count, launch, print0
 
 SPEC = Spec(
     summary="DDP step time with NCCL peer-to-peer on vs NCCL_P2P_DISABLE=1",

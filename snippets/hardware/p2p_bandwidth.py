@@ -18,8 +18,9 @@ import argparse
 import torch
 import torch.distributed as dist
 
+from snippets.core.cli import main_entry
 from snippets.core.measure import time_it
-from snippets.core.runtime import Spec, device, main_entry, print0
+from snippets.core.runtime import Spec, device, print0
 from snippets.core.svg import heatmap
 
 SPEC = Spec(

@@ -19,7 +19,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from snippets.core.runtime import Spec, UsageError, main_entry, print0
+from snippets.core.cli import main_entry
+from snippets.core.runtime import Spec, UsageError, print0
 from snippets.hardware.topology_model import (
     best_ring,
     brute_force_ring_key,

@@ -14,8 +14,9 @@ import itertools
 import random
 from typing import Sequence
 
+from snippets.core.cli import main_entry
 from snippets.core.measure import busbw
-from snippets.core.runtime import Spec, main_entry, print0
+from snippets.core.runtime import Spec, print0
 
 SPEC = Spec(
     summary="nominal link bandwidths, best ring order, TP groups, predicted ring busbw"

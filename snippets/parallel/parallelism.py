@@ -29,14 +29,8 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
-from snippets.core.runtime import (
-    Spec,
-    UsageError,
-    device,
-    main_entry,
-    positive_int,
-    print0,
-)
+from snippets.core.cli import main_entry, positive_int
+from snippets.core.runtime import Spec, UsageError, device, print0
 
 SPEC = Spec(
     summary="data, model, pipeline and tensor parallelism on one MLP stack, checked against the unsplit model",

@@ -11,7 +11,8 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.testing import assert_close
 
-from snippets.core.runtime import launch, snippet_options
+from snippets.core.cli import snippet_options
+from snippets.core.runtime import launch
 from snippets.parallel import parallelism as par
 
 CONFIGS = [

@@ -1,11 +1,13 @@
-"""A topology model: what each link of ``nvidia-smi topo -m`` is worth, which ring to run
-all-reduce on, which GPUs belong in one tensor-parallel group, and the busbw to expect.
+"""A topology model: what each link of ``nvidia-smi topo -m`` is worth, which ring
+to run all-reduce on, which GPUs belong in one tensor-parallel group, and the busbw to
+expect.
 
-It works on a plain matrix ``w[i][j]`` of nominal per-direction bandwidths (GB/s) between
-GPU i and GPU j, so it knows nothing of the parser; ``snippets.hardware.topology`` builds the matrix.
-Nominal means the spec sheet: no contention, no protocol overhead, one pair at a time.
+It works on a plain matrix ``w[i][j]`` of nominal per-direction bandwidths (GB/s)
+between GPU i and GPU j, so it knows nothing of the parser; ``topology`` builds the
+matrix from a parsed one. Nominal means the spec sheet: no contention, no protocol
+overhead, one pair at a time.
 
-    python -m snippets.hardware.topology_model     # bandwidth table; best ring checked by brute force
+    python -m snippets run topology_model  # the table; best ring checked by brute force
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ SPEC = Spec(
 )
 
 # --8<-- [start:bandwidths]
-# PCIe ×16, per direction, after line coding: 3.0 is 8 GT/s with 128b/130b → 16 lanes ×
-# 8e9 × 128/130 / 8 bits ≈ 15.75 GB/s; 4.0 and 5.0 double it each time (PCI-SIG base specs).
+# PCIe ×16, per direction, after line coding: 3.0 is 8 GT/s with 128b/130b → 16 lanes
+# × 8e9 × 128/130 / 8 bits ≈ 15.75 GB/s; 4.0 and 5.0 double it (PCI-SIG base specs).
 PCIE_X16_GBPS = {3: 15.75, 4: 31.5, 5: 63.0}
 
 # One NVLink, per direction. P100 whitepaper: 4 links, 160 GB/s both ways → 20 GB/s.
@@ -45,20 +47,19 @@ PCIE_CODES = (
 def link_bandwidth(code: str, *, pcie_gen: int = 4, nvlink_gen: int = 3) -> float:
     """Nominal GB/s per direction of one ``nvidia-smi topo -m`` cell between two GPUs.
 
-    ``NV#`` is # bonded links, each worth ``NVLINK_GBPS_PER_LINK[gen]``. On an NVSwitch box
-    (DGX A100: NV12, DGX H100: NV18) every pair shows all of a GPU's links, because each
-    pair can use them all through the switches: right for a ring, where each GPU sends to
-    one neighbour at a time. Every PCIe path (PIX … SYS) is capped by the GPU's ×16 slot;
-    the farther ones (through the CPU, across sockets) only ever do worse in practice.
+    ``NV#`` is # bonded links, each worth ``NVLINK_GBPS_PER_LINK[gen]``. On an NVSwitch
+    box (DGX A100: NV12, DGX H100: NV18) every pair shows all of a GPU's links, because
+    each pair can use them all through the switches: right for a ring, where each GPU
+    sends to one neighbour at a time. Every PCIe path (PIX … SYS) is capped by the
+    GPU's ×16 slot; the farther ones (through the CPU, across sockets) only ever do
+    worse in practice.
     """
-    if pcie_gen not in PCIE_X16_GBPS:
-        raise ValueError(
-            f"pcie_gen must be one of {sorted(PCIE_X16_GBPS)}, got {pcie_gen!r}"
-        )
-    if nvlink_gen not in NVLINK_GBPS_PER_LINK:
-        raise ValueError(
-            f"nvlink_gen must be one of {sorted(NVLINK_GBPS_PER_LINK)}, got {nvlink_gen!r}"
-        )
+    for name, gen, table in (
+        ("pcie_gen", pcie_gen, PCIE_X16_GBPS),
+        ("nvlink_gen", nvlink_gen, NVLINK_GBPS_PER_LINK),
+    ):
+        if gen not in table:
+            raise ValueError(f"{name} must be one of {sorted(table)}, got {gen!r}")
     if code.startswith("NV") and code[2:].isdigit() and int(code[2:]) > 0:
         return int(code[2:]) * NVLINK_GBPS_PER_LINK[nvlink_gen]
     if code in PCIE_CODES:
@@ -75,7 +76,8 @@ def _check_matrix(w: Sequence[Sequence[float]]) -> int:
     n = len(w)
     if n < 2 or any(len(row) != n for row in w):
         raise ValueError(
-            f"need a square matrix of at least 2×2 link bandwidths, got {n} rows of lengths {[len(r) for r in w]}"
+            "need a square matrix of at least 2×2 link bandwidths, "
+            f"got {n} rows of lengths {[len(r) for r in w]}"
         )
     return n
 
@@ -97,7 +99,8 @@ def best_ring(w: Sequence[Sequence[float]], max_gpus: int = 10) -> list[int]:
     n = _check_matrix(w)
     if n > max_gpus:
         raise ValueError(
-            f"best_ring searches (n-1)!/2 rings; {n} GPUs is too many (at most {max_gpus})"
+            f"best_ring searches (n-1)!/2 rings; {n} GPUs is too many "
+            f"(at most {max_gpus})"
         )
     if n <= 3:
         return list(range(n))  # only one ring exists
@@ -160,7 +163,7 @@ def predicted_busbw(
     w: Sequence[Sequence[float]], ring: Sequence[int], size_bytes: int = 1 << 30
 ) -> float:
     """nccl-tests busbw (GB/s) of a bandwidth-bound ring all-reduce over ``ring``: it
-    comes out as the slowest hop's bandwidth, which is why nccl-tests defines busbw so."""
+    comes out as the slowest hop's bandwidth, which is why nccl-tests defines it so."""
     slowest = min(ring_links(ring, w))
     t = ring_allreduce_seconds(size_bytes, len(ring), slowest)
     return busbw(size_bytes, t, len(ring)) / 1e9
@@ -180,7 +183,7 @@ def random_matrix(
 
 
 def brute_force_ring_key(w: Sequence[Sequence[float]]) -> tuple[float, float]:
-    """Oracle: the best (slowest hop, total) over every one of the n! orders, no shortcuts."""
+    """Oracle: the best (slowest hop, total) over all n! orders, no shortcuts."""
     return max(
         (min(h), sum(h))
         for h in (ring_links(p, w) for p in itertools.permutations(range(len(w))))
@@ -223,7 +226,8 @@ def main() -> dict:
             assert abs(predicted_busbw(w, ring) - min(hops)) < 1e-9
             checked += 1
     print0(
-        f"best_ring matched brute force over all n! orders on {checked} random topologies (n = 3…7) ✓"
+        f"best_ring matched brute force over all n! orders on {checked} random "
+        "topologies (n = 3…7) ✓"
     )
     return {"tables": {"bandwidths": rows}, "rings_checked": checked}
 

@@ -1,255 +1,152 @@
-"""parse_topology against real published outputs and our own fixtures; bad input; the diagram; the CLI."""
+"""The topology snippet: what it concludes from each matrix, what it prints, its command
+line, and on a GPU machine the real ``nvidia-smi topo -m`` against other readings."""
 
 from __future__ import annotations
 
 import itertools
 import json
+import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
+from snippets.core.cli import guarded, snippet_options
+from snippets.hardware import topology
 from snippets.hardware.topology import (
     SAMPLE,
-    TopologyError,
+    SAMPLE_SOURCE,
+    Topology,
     guess_generations,
-    link_kind,
     main,
-    mermaid,
     parse_topology,
 )
+from snippets.hardware.topology_legend import NEAREST_FIRST, link_kind
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED = Path(__file__).resolve().parents[3] / "shared" / "topo-samples"
+SHARED = REPO.parent / "shared" / "topo-samples"
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "topology"
+H200 = FIXTURES / "h200_1gpu_1nic_ansi.txt"
+CPU_LIST = re.compile(r"N/A|\d+(-\d+)?(,\d+(-\d+)?)*")
 
 
-def _expected(folder: Path) -> list[dict]:
-    return json.loads((folder / "expected.json").read_text(encoding="utf-8"))
+def cases() -> list[Path]:
+    found = json.loads((FIXTURES / "expected.json").read_text(encoding="utf-8"))
+    paths = [FIXTURES / c["file"] for c in found]
+    return paths + sorted(SHARED.glob("*.txt"))  # the real ones, where they are here
 
 
-def _check_against(case: dict, text: str) -> None:
-    topo = parse_topology(text)
-    assert len(topo.gpus) == case["gpus"] and len(topo.nics) == case["nics"]
-    for pair, code in case["pairs"].items():
-        a, b = pair.split("-", 1)
-        assert topo.link(a, b) == code and topo.link(b, a) == code, pair
-    gpus = [d.name for d in topo.gpus]
-    assert {(a, b) for a, b in itertools.combinations(gpus, 2)} <= {
-        tuple(p.split("-", 1)) for p in case["pairs"]
-    } | {tuple(reversed(p.split("-", 1))) for p in case["pairs"]}, (
-        "expected.json must cover every GPU pair"
-    )
-    for d in topo.gpus:
-        assert d.cpu_affinity == case["cpu_affinity"][d.name]
-        if case.get("numa_affinity") is not None:
-            assert d.numa_affinity == case["numa_affinity"][d.name]
+def test_main_on_every_matrix_fits_a_note(capsys: pytest.CaptureFixture) -> None:
+    for path in cases():
+        case = main(file=str(path))
+        assert case["gpus"] == len(parse_topology(path.read_text()).gpus)
+        assert "```mermaid" in case["markdown"]["diagram"]
+        printed = capsys.readouterr().out.splitlines()
+        assert printed and max(len(line) for line in printed) <= 88, path.name
 
 
-@pytest.mark.skipif(
-    not (SHARED / "expected.json").exists(),
-    reason=f"real samples not found at {SHARED}",
-)
-@pytest.mark.parametrize(
-    "case",
-    _expected(SHARED) if (SHARED / "expected.json").exists() else [],
-    ids=lambda c: c["file"],
-)
-def test_real_samples(case: dict) -> None:
-    _check_against(case, (SHARED / case["file"]).read_text(encoding="utf-8"))
-
-
-@pytest.mark.parametrize("case", _expected(FIXTURES), ids=lambda c: c["file"])
-def test_fixtures(case: dict) -> None:
-    text = (FIXTURES / case["file"]).read_text(encoding="utf-8")
-    _check_against(case, text)
-    # the same matrix survives the ways copies mangle it
-    _check_against(case, text.replace("\t", "    "))
-    _check_against(case, text.replace("\n", "\r\n"))
-    _check_against(case, re.sub(r"\b(NV\d+|SYS|PIX)\b", "\x1b[1;32m\\1\x1b[0m", text))
-
-
-def test_fixture_shapes_cover_the_issue() -> None:
-    shapes = {
-        c["file"]: parse_topology((FIXTURES / c["file"]).read_text(encoding="utf-8"))
-        for c in _expected(FIXTURES)
-    }
-    assert len(shapes) >= 6
-    kinds = {
-        link_kind(code) for t in shapes.values() for row in t.matrix for code in row
-    }
-    assert {
-        "nvlink",
-        "pcie-switch",
-        "host-bridge",
-        "numa-node",
-        "cross-socket",
-    } <= kinds
-    h100 = shapes["h100_nv18_4nic_ansi.txt"]
-    assert h100.gpus[0].extra == {"GPU NUMA ID": "N/A"} and h100.index(
-        "mlx5_3"
-    ) == h100.index("NIC3")
-
-
-def test_extra_column_and_older_layout() -> None:
-    text = (
-        "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tFuture Column\n"
-        "GPU0\t X \tNV4\t0-7\t0\tabc\nGPU1\tNV4\t X \t8-15\t1\tdef\n"
-    )
-    topo = parse_topology(text)
-    assert topo.gpus[1].numa_affinity == "1" and topo.gpus[1].extra == {
-        "Future Column": "def"
-    }
-    squeezed = parse_topology(
-        "     GPU0 GPU1 CPU Affinity NUMA Affinity\nGPU0 X NV4 0-7 0\nGPU1 NV4 X 8-15 1\nNIC Legend:\n"
-    )
-    assert (
-        squeezed.link("GPU0", "GPU1") == "NV4"
-        and squeezed.gpus[1].cpu_affinity == "8-15"
-    )
-    assert squeezed.gpus[1].numa_affinity == "1"
-    one = parse_topology("\tGPU0\tCPU Affinity\tNUMA Affinity\nGPU0\t X \t0-63\t0\n")
-    assert len(one.gpus) == 1 and one.matrix == [["X"]]
-    # a code the driver's own legend defines is accepted even if we have never seen it
-    legend = parse_topology(
-        "\tGPU0\tGPU1\nGPU0\t X \tC2C\nGPU1\tC2C\t X \n\nLegend:\n  C2C  = chip to chip\n"
-    )
-    assert legend.link("GPU0", "GPU1") == "C2C" and link_kind("C2C") == "other"
-
-
-GOOD = "\tGPU0\tGPU1\tGPU2\tCPU Affinity\nGPU0\t X \tNV2\tPHB\t0-7\nGPU1\tNV2\t X \tPHB\t0-7\nGPU2\tPHB\tPHB\t X \t0-7\n"
-
-
-@pytest.mark.parametrize(
-    "text, message",
-    [
-        ("", r"no header line starting with GPU0"),
-        ("hello\nworld\n", r"no header line"),
-        (
-            GOOD.replace("GPU1\tNV2\t X \tPHB\t0-7\n", ""),
-            r"line 3: expected the row for GPU1, got 'GPU2'",
-        ),
-        (
-            GOOD.replace("GPU2\tPHB\tPHB\t X \t0-7\n", ""),
-            r"line 4: expected the row for GPU2, got none",
-        ),
-        (
-            GOOD.replace("GPU1\tNV2\t X \tPHB", "GPU1\tNV2\t X \tFOO"),
-            r"line 3: expected a link code .* GPU1-GPU2, got 'FOO'",
-        ),
-        (
-            GOOD.replace("GPU1\tNV2\t X \tPHB", "GPU1\tNV2\t X \tPIX"),
-            r"line 3: GPU1-GPU2 is PIX but GPU2-GPU1 is PHB",
-        ),
-        (
-            GOOD.replace("GPU0\t X ", "GPU0\tNV2"),
-            r"line 2: expected X exactly where GPU0 meets itself",
-        ),
-        (
-            GOOD.replace("\t0-7\nGPU2", "\t0-7\t1\t2\nGPU2"),
-            r"line 3: expected at most 1 values after the links",
-        ),
-        (
-            GOOD.replace("GPU2\tPHB\tPHB\t X \t0-7\n", "GPU2\tPHB\n"),
-            r"line 4: expected a link code .* got '?PHB'?|"
-            r"line 4: expected 3 link codes",
-        ),
-        (
-            GOOD + "GPU3\tPHB\tPHB\tPHB\t X\n",
-            r"line 5: expected the matrix to end after GPU2",
-        ),
-    ],
-)
-def test_bad_input_names_the_line(text: str, message: str) -> None:
-    with pytest.raises(TopologyError, match=message):
-        parse_topology(text)
-    assert issubclass(TopologyError, ValueError)
-    with pytest.raises(TypeError, match="str"):
-        parse_topology(GOOD.encode())
-
-
-def test_diagram_colours_links_by_kind() -> None:
-    for case in _expected(FIXTURES):
-        topo = parse_topology((FIXTURES / case["file"]).read_text(encoding="utf-8"))
-        text = mermaid(topo)
-        assert text.startswith("```mermaid\nflowchart") and text.endswith("```")
-        edges = re.findall(r"^  (\S+) ---\|(\S+)\| (\S+)$", text, re.M)
-        styles = dict(re.findall(r"^  linkStyle (\d+) (.+)$", text, re.M))
-        assert len(styles) == len(edges) > 0
-        colour = {
-            "nvlink": "#2ca02c",
-            "pcie-switch": "#1f77b4",
-            "host-bridge": "#9467bd",
-            "numa-node": "#ff7f0e",
-            "cross-socket": "#d62728",
-        }
-        for i, (a, code, b) in enumerate(edges):
-            assert topo.link(a, b) == code
-            assert colour[link_kind(code)] in styles[str(i)]
-        for g in topo.gpus:
-            assert re.search(rf"^  {g.name}\b", text, re.M)
-    # two GPUs across sockets with no NUMA boxes to say so: the SYS link is drawn
-    bare = mermaid(parse_topology("\tGPU0\tGPU1\nGPU0\t X \tSYS\nGPU1\tSYS\t X \n"))
-    assert "GPU0 ---|SYS| GPU1" in bare and "#d62728" in bare
-
-
-def test_main_on_every_fixture_and_the_sample(tmp_path: Path) -> None:
-    for case in _expected(FIXTURES):
-        out = main(file=str(FIXTURES / case["file"]))
-        assert (
-            out["gpus"] == case["gpus"] and "```mermaid" in out["markdown"]["diagram"]
-        )
+def test_what_main_concludes() -> None:
     dgx1 = main(file=str(FIXTURES / "dgx1_v100_cube_mesh_soc.txt"))
-    assert (
-        dgx1["busbw_gbps"] == 50.0
-    )  # the NV2 links alone close a ring: 0-3-2-1-5-6-7-4
+    assert dgx1["busbw_gbps"] == 50.0  # the NV2 links alone close a ring
     mixed = main(file=str(FIXTURES / "mixed_4gpu_bridged_pairs.txt"))
-    assert (
-        mixed["tables"]["tp_groups"][0]["groups"] == "0,1 | 2,3"
-    )  # keep each bridged pair together
-    assert [r["nearest NIC"] for r in mixed["tables"]["affinity"]] == [
-        "mlx5_0",
-        "mlx5_0",
-        "-",
-        "-",
-    ]
+    assert mixed["tables"]["tp_groups"][0]["groups"] == "0,1 | 2,3"  # bridged pairs
+    nearest = [r["nearest NIC"] for r in mixed["tables"]["affinity"]]
+    assert nearest == ["mlx5_0", "mlx5_0", "-", "-"]
     h100 = main(file=str(FIXTURES / "h100_nv18_4nic_ansi.txt"))
-    assert [r["nearest NIC"] for r in h100["tables"]["affinity"]][::2] == [
-        "mlx5_0",
-        "mlx5_1",
-        "mlx5_2",
-        "mlx5_3",
-    ]
+    nearest = [r["nearest NIC"] for r in h100["tables"]["affinity"]]
+    assert nearest[::2] == ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
+    assert guess_generations(parse_topology(SAMPLE)) == (3, 2)
+    one = main(file=str(H200))  # a single GPU: affinity, but no ring and no groups
+    assert "ring" not in one and one["tables"]["tp_groups"] == []
+    assert one["tables"]["affinity"][0]["nearest NIC"] == "mlx5_0"
+
+
+def test_a_code_the_model_has_no_bandwidth_for(tmp_path: Path) -> None:
     odd = tmp_path / "c2c.txt"
     odd.write_text(
-        "\tGPU0\tGPU1\nGPU0\t X \tC2C\nGPU1\tC2C\t X \n\nLegend:\n  C2C  = chip to chip\n"
+        "\tGPU0\tGPU1\nGPU0\t X \tC2C\nGPU1\tC2C\t X \n\nLegend:\n  C2C  = chip\n"
     )
-    assert "ring" not in main(
-        file=str(odd)
-    )  # parsed, but this model has no bandwidth for C2C: it says so
-    sample = main()  # no nvidia-smi here: it must say so and explain the sample
-    assert "sample" in sample["source"] or "nvidia-smi" in sample["source"]
-    assert guess_generations(parse_topology(SAMPLE)) == (3, 2)
+    out = main(file=str(odd))
+    assert "ring" not in out and out["tables"]["pairs"][0]["kind"] == "other"
 
 
-def test_cli_bad_file_is_one_line_exit_2(tmp_path: Path) -> None:
-    bad = tmp_path / "topo.txt"
-    bad.write_text("GPU0 GPU1\nnonsense\n")
+def test_without_a_file_it_reads_the_machine_then_the_sample() -> None:
+    out = main()
+    assert out["source"] == SAMPLE_SOURCE and out["ring"][0] == "GPU0"
+    assert out["tables"]["tp_groups"][1]["groups"] == "0,1,2,3 | 4,5,6,7"
+    if shutil.which("nvidia-smi") is None:
+        assert out["machine"] is None
+
+
+def fake_nvidia_smi(folder: Path, matrix: Path) -> Path:
+    """An ``nvidia-smi`` that prints a saved matrix, and one H200 for ``-L``."""
+    script = folder / "nvidia-smi"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'[ "$1" = topo ] && exec cat "{matrix}"\n'
+        'echo "GPU 0: NVIDIA H200 (UUID: GPU-00000000-0000-0000-0000-000000000000)"\n'
+    )
+    script.chmod(0o755)
+    return folder
+
+
+def test_main_reads_nvidia_smi_when_there_is_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bin_dir = fake_nvidia_smi(tmp_path, H200)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    out = main()
+    assert out["machine"]["source"] == "this machine's `nvidia-smi topo -m`"
+    assert out["machine"]["gpus"] == 1 and out["source"] == SAMPLE_SOURCE
+    check_machine(1, present=None)  # the GPU test's own checks, on the fake
+
+
+def test_cli_missing_file_is_one_line_exit_2(tmp_path: Path) -> None:
     run = subprocess.run(
-        [sys.executable, "-m", "snippets", "run", "topology", "--file", str(bad)],
-        cwd=REPO,
+        [sys.executable, "-m", "snippets", "run", "topology", "--file", "missing.txt"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert run.returncode == 2, run.stderr
-    assert (
-        run.stderr.count("\n") == 1
-        and "error:" in run.stderr
-        and "Traceback" not in run.stderr
+    assert run.stderr == (
+        "error: cannot read --file missing.txt: No such file or directory\n"
     )
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--pcie-gen", "6"], "argument --pcie-gen: invalid choice: 6"),
+        (["--nvlink-gen", "x"], "expected a whole number, got 'x'"),
+        (["--nvlink-gen", "0"], "must be at least 1, got 0"),
+        (["--file", "BAD"], "line 2: expected the row for GPU0, got 'nonsense'"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(
+    args: list[str], says: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    bad = tmp_path / "topo.txt"
+    bad.write_text("GPU0 GPU1\nnonsense\n")
+    argv = [str(bad) if a == "BAD" else a for a in args]
+
+    def body() -> int:
+        main(**snippet_options(topology, argv, "topology"))
+        return 0
+
+    try:
+        code = guarded(body)
+    except SystemExit as exc:  # the parser refused it
+        code = exc.code
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith("error:"), err
+    assert says in err
 
 
 def test_diagram_is_written_as_a_results_part(tmp_path: Path) -> None:
@@ -265,3 +162,60 @@ def test_diagram_is_written_as_a_results_part(tmp_path: Path) -> None:
     text = (tmp_path / "topology.diagram.md").read_text(encoding="utf-8")
     assert text.startswith("```mermaid\nflowchart LR") and "cp-provenance" in text
     assert (tmp_path / "topology.tp_groups.md").exists()
+
+
+def nvidia_smi(*args: str) -> str:
+    run = subprocess.run(
+        ["nvidia-smi", *args], capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode == 0, f"nvidia-smi {' '.join(args)}: {run.stderr}"
+    return run.stdout
+
+
+def cpus(text: str) -> set[int]:
+    """'0-3,8' → {0, 1, 2, 3, 8}; N/A → nothing."""
+    found: set[int] = set()
+    for part in text.split(",") if text != "N/A" else []:
+        lo, _, hi = part.partition("-")
+        found |= set(range(int(lo), int(hi or lo) + 1))
+    return found
+
+
+def check_machine(device_count: int, present: set[int] | None) -> Topology:
+    """This machine's ``nvidia-smi topo -m`` against readings that do not come from it:
+    ``nvidia-smi -L``, torch's device count, the kernel's list of present CPUs."""
+    topo = parse_topology(nvidia_smi("topo", "-m"))
+    listed = re.findall(r"^GPU (\d+):", nvidia_smi("-L"), re.M)
+    assert [d.name for d in topo.gpus] == [f"GPU{i}" for i in listed]
+    if "CUDA_VISIBLE_DEVICES" in os.environ:  # torch sees a subset; nvidia-smi, all
+        assert device_count <= len(listed)
+    else:
+        assert device_count == len(listed)
+    g = [topo.index(d.name) for d in topo.gpus]
+    for i, j in itertools.combinations(g, 2):  # every pair, a kind the legend knows
+        assert link_kind(topo.matrix[i][j]) in NEAREST_FIRST[:5], topo.matrix[i][j]
+    if len(g) == 1:
+        assert [[topo.matrix[i][j] for j in g] for i in g] == [["X"]]
+    for d in topo.gpus:
+        assert d.cpu_affinity is not None and CPU_LIST.fullmatch(d.cpu_affinity), d
+        assert d.numa_affinity is None or CPU_LIST.fullmatch(d.numa_affinity), d
+        if present is not None:
+            assert cpus(d.cpu_affinity) <= present, (d.cpu_affinity, present)
+    return topo
+
+
+MISSING = [
+    *(["a CUDA GPU"] if not torch.cuda.is_available() else []),
+    *(["nvidia-smi on PATH"] if shutil.which("nvidia-smi") is None else []),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(bool(MISSING), reason=f"needs {' and '.join(MISSING)}")
+def test_this_machines_matrix() -> None:
+    kernel = Path("/sys/devices/system/cpu/present")
+    present = cpus(kernel.read_text().strip()) if kernel.exists() else None
+    topo = check_machine(torch.cuda.device_count(), present)
+    out = main()  # what run-all records on this machine
+    assert out["machine"]["source"] == "this machine's `nvidia-smi topo -m`"
+    assert out["machine"]["gpus"] == len(topo.gpus)

@@ -1,4 +1,4 @@
-"""The topology model: ring order and TP groups against brute force; bandwidths; busbw."""
+"""The topology model: ring and TP groups against brute force; bandwidths; busbw."""
 
 from __future__ import annotations
 

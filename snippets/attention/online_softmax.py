@@ -1,24 +1,25 @@
 """Online softmax: one pass over the row, a running max and a running denominator.
 
-The safe softmax reads a row three times: once for the max m, once for d = Σ exp(x - m),
-once for the output. Milakov & Gimelshein ("Online normalizer calculation for softmax",
-2018, Algorithm 3) fold the first two passes into one: keep (m, d) while streaming and,
-whenever the max grows, rescale the denominator seen so far by exp(m_old - m_new).
+The safe softmax reads a row three times: once for the max m, once for
+d = Σ exp(x - m), once for the output. Milakov & Gimelshein ("Online normalizer
+calculation for softmax", 2018, Algorithm 3) fold the first two passes into one: keep
+(m, d) while streaming and, whenever the max grows, rescale the denominator seen so far
+by exp(m_old - m_new).
 
 Two partial states (m_a, d_a) and (m_b, d_b) over disjoint pieces of a row combine with
-the same rescaling (their eq. 4), and that merge is associative and commutative; it is the
-whole trick behind FlashAttention's tiles and ring attention's ranks.
+the same rescaling (their eq. 4), and that merge is associative and commutative; it is
+the whole trick behind FlashAttention's tiles and ring attention's ranks.
 
 Edge cases, decided here and tested:
 
-* ``-inf`` entries (masked positions) contribute exp(-inf) = 0, exactly as in torch.softmax.
-* A fully masked row (all ``-inf``) has state (m, d) = (-inf, 0), the identity of the merge;
-  the merge never produces NaN. ``online_softmax`` then returns NaN for that row, the same
-  as ``torch.softmax`` (0/0): a row that attends to nothing has no distribution, and
-  silently returning zeros would hide a masking bug.
+* ``-inf`` entries (masked positions) contribute exp(-inf) = 0, as in torch.softmax.
+* A fully masked row (all ``-inf``) has state (m, d) = (-inf, 0), the identity of the
+  merge; the merge never produces NaN. ``online_softmax`` then returns NaN for that
+  row, the same as ``torch.softmax`` (0/0): a row that attends to nothing has no
+  distribution, and silently returning zeros would hide a masking bug.
 * fp16 and bf16 inputs are accumulated in fp32 and the result is cast back.
 
-    python -m snippets.attention.online_softmax
+    python -m snippets run online_softmax
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from snippets.core.cli import main_entry
 from snippets.core.runtime import Spec, print0
 
 SPEC = Spec(
-    summary="softmax in one streaming pass: the (m, d) recurrence and its associative merge"
+    summary="softmax in one streaming pass: the (m, d) recurrence and its merge"
 )
 
 
@@ -43,7 +44,7 @@ class SoftmaxState(NamedTuple):
 
 
 def _accumulator(x: torch.Tensor) -> torch.Tensor:
-    """fp16/bf16 → fp32: a long sum of half-precision terms would lose the small ones."""
+    """fp16/bf16 → fp32: a long sum of half-precision terms loses the small ones."""
     return x.to(torch.promote_types(x.dtype, torch.float32))
 
 
@@ -55,7 +56,7 @@ def _safe(m: torch.Tensor) -> torch.Tensor:
 
 # --8<-- [start:state]
 def softmax_state(x: torch.Tensor, dim: int = -1) -> SoftmaxState:
-    """(m, d) of a whole block at once: m = max x, d = Σ exp(x - m), kept as size-1 dim."""
+    """(m, d) of a whole block at once: m = max x, d = Σ exp(x - m), as size-1 dims."""
     x = _accumulator(x)
     m = x.amax(dim=dim, keepdim=True)  # (..., 1, ...)
     d = torch.exp(x - _safe(m)).sum(dim=dim, keepdim=True)
@@ -79,8 +80,8 @@ def merge(a: SoftmaxState, b: SoftmaxState) -> SoftmaxState:
 def online_softmax_state(
     x: torch.Tensor, dim: int = -1, block_size: int = 64
 ) -> SoftmaxState:
-    """Stream along ``dim`` block by block, merging each block's state into the running one.
-    block_size=1 is exactly the paper's Algorithm 3 (one element at a time)."""
+    """Stream along ``dim`` block by block, merging each block's state into the
+    running one. block_size=1 is exactly the paper's Algorithm 3 (one at a time)."""
     if block_size < 1:
         raise ValueError(f"block_size must be at least 1, got {block_size}")
     n = x.shape[dim]
@@ -101,15 +102,15 @@ def online_softmax_state(
 def online_softmax(
     x: torch.Tensor, dim: int = -1, block_size: int = 64
 ) -> torch.Tensor:
-    """Equals torch.softmax(x, dim): one streaming pass for (m, d), then y = exp(x - m) / d."""
+    """Equals torch.softmax(x, dim): one streaming pass for (m, d), then
+    y = exp(x - m) / d."""
     if not x.is_floating_point():
         raise TypeError(f"online_softmax needs a floating-point tensor, got {x.dtype}")
     if x.dim() == 0:
         raise ValueError("online_softmax needs at least one dimension")
     m, d = online_softmax_state(x, dim, block_size)
-    return (torch.exp(_accumulator(x) - _safe(m)) / d).to(
-        x.dtype
-    )  # d = 0 (all -inf) → 0/0 = NaN, as torch
+    # d = 0 (a row of -inf only) gives 0/0 = NaN, as torch.softmax does
+    return (torch.exp(_accumulator(x) - _safe(m)) / d).to(x.dtype)
 
 
 # --8<-- [end:online]
@@ -122,24 +123,23 @@ def merge_outputs(
     """Merge two *normalised* partial attention outputs over disjoint key sets.
 
     A block's output O_a = Σ exp(s - lse_a) v is its softmax-weighted sum, and its
-    log-sum-exp lse_a is the state (m, d) = (lse_a, 1). Merging the states gives the total
-    lse, and each output is weighted by its share exp(lse_a - lse) of the denominator.
-    Shapes: o (..., N, d_head), lse (..., N). A row with lse = -inf (saw no key) weighs 0.
+    log-sum-exp lse_a is the state (m, d) = (lse_a, 1). Merging the states gives the
+    total lse, and each output is weighted by its share exp(lse_a - lse) of the
+    denominator. Shapes: o (..., N, d_head), lse (..., N). A row with lse = -inf (it
+    saw no key) weighs 0.
     """
 
     def state(lse: torch.Tensor) -> SoftmaxState:
         m = _accumulator(lse).unsqueeze(-1)  # (..., N, 1)
-        return SoftmaxState(
-            m, (~torch.isneginf(m)).to(m.dtype)
-        )  # d = 1, or 0 for an empty row
+        # d = 1, or 0 for a row that saw no key
+        return SoftmaxState(m, (~torch.isneginf(m)).to(m.dtype))
 
     a, b = state(lse_a), state(lse_b)
     m, d = merge(a, b)
     lse = _safe(m) + torch.log(d)  # (..., N, 1); -inf where both saw nothing
-    w_a = (
-        torch.exp(a.m - _safe(m)) * a.d / d.clamp_min(torch.finfo(d.dtype).tiny)
-    )  # (..., N, 1)
-    w_b = torch.exp(b.m - _safe(m)) * b.d / d.clamp_min(torch.finfo(d.dtype).tiny)
+    d = d.clamp_min(torch.finfo(d.dtype).tiny)
+    w_a = torch.exp(a.m - _safe(m)) * a.d / d  # (..., N, 1)
+    w_b = torch.exp(b.m - _safe(m)) * b.d / d
     o = w_a * _accumulator(o_a) + w_b * _accumulator(o_b)  # (..., N, d_head)
     return o.to(o_a.dtype), lse.squeeze(-1)
 
@@ -176,9 +176,8 @@ def main() -> dict:
     x = torch.randn(3, 300) * 50
     a, b, c = (softmax_state(p) for p in x.split(100, dim=-1))
     left, right = merge(merge(a, b), c), merge(a, merge(b, c))
-    assert torch.allclose(left.m, right.m) and torch.allclose(
-        left.d, right.d, rtol=1e-6
-    )
+    assert torch.allclose(left.m, right.m)
+    assert torch.allclose(left.d, right.d, rtol=1e-6)
     whole = softmax_state(x)
     assert torch.allclose(left.d, whole.d, rtol=1e-5), (
         "merged pieces must equal the whole row's state"
@@ -186,9 +185,8 @@ def main() -> dict:
 
     print0("online softmax (one pass, block 37) vs torch.softmax, max |error|:")
     for row in rows:
-        print0(
-            f"  {row['input']:<32} {row['max_abs_err'] if isinstance(row['max_abs_err'], str) else format(row['max_abs_err'], '.2e')}"
-        )
+        err = row["max_abs_err"]
+        print0(f"  {row['input']:<32} {err if isinstance(err, str) else f'{err:.2e}'}")
     print0("merge((a,b),c) == merge(a,(b,c)) == state of the whole row ✓")
     return {"tables": {"errors": rows}}
 

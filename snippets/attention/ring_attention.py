@@ -1,24 +1,22 @@
 """Ring attention: one long sequence spread over p ranks (context parallelism).
 
 Each rank holds a slice of the queries, keys and values (Liu, Zaharia & Abbeel, "Ring
-Attention with Blockwise Transformers", 2023). The key/value slices travel round the ring,
-rank r → r + 1, with ``isend``/``irecv`` started *before* the local block is computed, so the
-transfer hides behind the compute. Each visiting block gives a partial output and its
-log-sum-exp; the partials merge with the online-softmax rule (``merge_outputs``), so the
-result is exact, and no rank ever holds more than two slices of K and V.
+Attention with Blockwise Transformers", 2023). The key/value slices travel round the
+ring, rank r → r + 1, with ``isend``/``irecv`` started *before* the local block is
+computed, so the transfer hides behind the compute. Each visiting block goes through
+the tiled FlashAttention forward (``flash_forward``), which gives a partial output and
+its log-sum-exp; the partials merge with the online-softmax rule (``merge_outputs``),
+so the result is exact, and no rank ever holds more than two slices of K and V.
 
-Causal masking would leave rank 0 idle (its queries see only its own keys) while the last
-rank does p blocks of work. The zig-zag layout fixes that: cut the sequence into 2p chunks
-and give rank r chunks r and 2p-1-r. Then, for a visiting block from rank s ≠ r, exactly
-half of the work is unmasked on every rank: if s < r, all local queries attend to the first
-half of the visiting keys; if s > r, the second half of the local queries attends to all of
-them (Zhu, ring-flash-attention; Brandon et al., "Striped Attention", 2023, for a sibling).
+Causal masking uses the zig-zag layout (``zigzag_layout``): rank r holds chunks r and
+2p-1-r of 2p, so every rank does the same unmasked work at every step.
 
-Backward rings too (an autograd.Function): K and V travel again, and the gradients dK, dV
-travel with them, each rank adding its share, until one last hop brings them home.
+Backward rings too (an autograd.Function): K and V travel again, and the gradients
+dK, dV travel with them, each rank adding its share, until one last hop brings them
+home.
 
-    python -m snippets.attention.ring_attention               # 4 local ranks, checked against SDPA
-    torchrun --nproc-per-node 4 -m snippets.attention.ring_attention
+    python -m snippets run ring_attention      # 4 local ranks, checked against SDPA
+    torchrun --nproc-per-node 4 -m snippets run ring_attention
 """
 
 from __future__ import annotations
@@ -29,100 +27,24 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from snippets.attention.flash_attention import (
-    check_inputs,
-    flash_backward,
-    flash_forward,
-    head_dim,
-)
+from snippets.attention.flash_algorithms import flash_backward, flash_forward
+from snippets.attention.flash_attention import check_inputs, head_dim
 from snippets.attention.online_softmax import merge_outputs
+from snippets.attention.ring_pass import finish_pass, start_pass
+from snippets.attention.zigzag_layout import (
+    causal_pairs,
+    visible_block,
+    zigzag_shard,
+    zigzag_unshard,
+)
 from snippets.core.cli import main_entry, positive_int
 from snippets.core.runtime import Spec, device, print0
 
 SPEC = Spec(
-    summary="context parallelism: K/V blocks go round a ring, partials merge by online softmax",
+    summary="context parallel: K/V go round a ring, partials merge by online softmax",
     world_size=4,
     min_world_size=2,
 )
-
-
-# --8<-- [start:zigzag]
-def zigzag_shard(
-    x: torch.Tensor, rank: int, world_size: int, dim: int = 2
-) -> torch.Tensor:
-    """Rank r's part of a full sequence: chunks r and 2p-1-r of 2p equal chunks."""
-    n = x.shape[dim]
-    if n % (2 * world_size):
-        raise ValueError(
-            f"sequence length {n} must be divisible by 2 × world size = {2 * world_size} "
-            f"for the zig-zag layout; pad it"
-        )
-    chunks = x.chunk(2 * world_size, dim=dim)
-    return torch.cat([chunks[rank], chunks[2 * world_size - 1 - rank]], dim=dim)
-
-
-def zigzag_unshard(shards: list[torch.Tensor], dim: int = 2) -> torch.Tensor:
-    """Inverse of zigzag_shard: the p ranks' shards (in rank order) back to the full sequence."""
-    p = len(shards)
-    halves = [
-        h for s in shards for h in s.chunk(2, dim=dim)
-    ]  # [r0a, r0b, r1a, r1b, ...]
-    order = [
-        halves[2 * c] if c < p else halves[2 * (2 * p - 1 - c) + 1]
-        for c in range(2 * p)
-    ]
-    return torch.cat(order, dim=dim)
-
-
-# --8<-- [end:zigzag]
-
-
-# --8<-- [start:ring]
-def _start_pass(
-    t: torch.Tensor, group: dist.ProcessGroup | None, tag: int
-) -> tuple[list, torch.Tensor]:
-    """Send t to the next rank and receive the previous rank's into a new buffer, without waiting."""
-    r, p = dist.get_rank(group), dist.get_world_size(group)
-    incoming = torch.empty_like(t)
-    ops = [
-        dist.P2POp(
-            dist.isend, t.contiguous(), group=group, group_peer=(r + 1) % p, tag=tag
-        ),
-        dist.P2POp(dist.irecv, incoming, group=group, group_peer=(r - 1) % p, tag=tag),
-    ]
-    return dist.batch_isend_irecv(ops), incoming
-
-
-def _finish_pass(pending: tuple[list, torch.Tensor]) -> torch.Tensor:
-    works, incoming = pending
-    for w in works:
-        w.wait()
-    return incoming
-
-
-def _visible(
-    step: int, rank: int, world_size: int, causal: bool, n: int
-) -> tuple[slice, slice, bool]:
-    """Which local query rows and which visiting key rows interact at this step, and whether
-    the block needs the causal mask. Zig-zag: each half is one of the 2p chunks."""
-    everything, first, second = slice(0, n), slice(0, n // 2), slice(n // 2, n)
-    src = (rank - step) % world_size  # whose K/V is visiting
-    if not causal:
-        return everything, everything, False
-    if (
-        step == 0
-    ):  # our own chunks: ordinary causal mask over the concatenated pair (r, 2p-1-r)
-        return everything, everything, True
-    if src < rank:  # both our chunks come after its first chunk and before its second
-        return everything, first, False
-    return (
-        second,
-        everything,
-        False,
-    )  # only our later chunk 2p-1-r sees its chunks, fully
-
-
-# --8<-- [end:ring]
 
 
 # --8<-- [start:forward]
@@ -133,22 +55,19 @@ def ring_forward(
     causal: bool,
     group: dist.ProcessGroup | None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Local O (B, H, n, d) and its log-sum-exp L (B, H, n), in fp32 (fp64 for fp64 inputs)."""
+    """Local O (B, H, n, d) and its log-sum-exp L (B, H, n), in fp32 (fp64 for fp64
+    inputs)."""
     rank, p = dist.get_rank(group), dist.get_world_size(group)
     n = q.shape[2]
-    acc = torch.promote_types(
-        q.dtype, torch.float32
-    )  # partials merge in fp32; K, V travel as they are
+    acc = torch.promote_types(q.dtype, torch.float32)  # partials merge in fp32
     O = torch.zeros(q.shape, dtype=acc, device=q.device)
-    L = torch.full(
-        q.shape[:3], float("-inf"), dtype=acc, device=q.device
-    )  # -inf: no key seen yet
-    kv = torch.stack([k, v])  # (2, B, H, n, d): one message per hop
+    # -inf: no key seen yet, the identity of the merge
+    L = torch.full(q.shape[:3], float("-inf"), dtype=acc, device=q.device)
+    kv = torch.stack([k, v])  # (2, B, H, n, d): one message per hop, as K, V are
     for step in range(p):
-        pending = (
-            _start_pass(kv, group, tag=0) if step < p - 1 else None
-        )  # next block, in flight
-        rows, cols, mask = _visible(step, rank, p, causal, n)
+        # the next block is in flight while this one computes
+        pending = start_pass(kv, group, tag=0) if step < p - 1 else None
+        rows, cols, mask = visible_block(step, rank, p, causal, n)
         o, lse = flash_forward(
             q[:, :, rows], kv[0][:, :, cols], kv[1][:, :, cols], mask
         )
@@ -156,9 +75,7 @@ def ring_forward(
             O[:, :, rows], L[:, :, rows], o, lse
         )
         if pending is not None:
-            kv = _finish_pass(
-                pending
-            )  # by now the transfer has (ideally) finished behind the compute
+            kv = finish_pass(pending)  # ideally already arrived, behind the compute
     return O, L
 
 
@@ -176,20 +93,20 @@ def ring_backward(
     causal: bool,
     group: dist.ProcessGroup | None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Each visiting block's gradients, from the *global* O and L (so P = exp(S - L) is the
-    final probability). dK, dV ride along with their K, V and come home after p hops."""
+    """Each visiting block's gradients, from the *global* O and L (so P = exp(S - L) is
+    the final probability). dK, dV ride along with their K, V and come home after p
+    hops."""
     rank, p = dist.get_rank(group), dist.get_world_size(group)
     n = q.shape[2]
     acc = torch.promote_types(q.dtype, torch.float32)
     dq = torch.zeros(q.shape, dtype=acc, device=q.device)
     kv = torch.stack([k, v])  # (2, B, H, n, d)
-    dkv = torch.zeros(
-        kv.shape, dtype=acc, device=q.device
-    )  # accumulator for the block now visiting
+    # the running dK, dV of the block now visiting
+    dkv = torch.zeros(kv.shape, dtype=acc, device=q.device)  # (2, B, H, n, d)
     grads_pending = None
     for step in range(p):
-        pending = _start_pass(kv, group, tag=0) if step < p - 1 else None
-        rows, cols, mask = _visible(step, rank, p, causal, n)
+        pending = start_pass(kv, group, tag=0) if step < p - 1 else None
+        rows, cols, mask = visible_block(step, rank, p, causal, n)
         dq_b, dk_b, dv_b = flash_backward(
             dO[:, :, rows],
             q[:, :, rows],
@@ -200,21 +117,17 @@ def ring_backward(
             mask,
         )
         dq[:, :, rows] += dq_b
-        if (
-            grads_pending is not None
-        ):  # the previous rank's running dK, dV for this block
-            dkv = _finish_pass(grads_pending)
+        if grads_pending is not None:  # the previous rank's dK, dV for this block
+            dkv = finish_pass(grads_pending)
         dkv[0][:, :, cols] += dk_b
         dkv[1][:, :, cols] += dv_b
-        grads_pending = (
-            _start_pass(dkv, group, tag=1) if p > 1 else None
-        )  # on to the next rank
+        # on to the next rank, on their own tag so gloo never pairs them with K, V
+        grads_pending = start_pass(dkv, group, tag=1) if p > 1 else None
         if pending is not None:
-            kv = _finish_pass(pending)
+            kv = finish_pass(pending)
     if grads_pending is not None:
-        dkv = _finish_pass(
-            grads_pending
-        )  # one last hop: our own block's dK, dV, from all p ranks
+        # one last hop: our own block's dK, dV, with every rank's share in it
+        dkv = finish_pass(grads_pending)
     return dq, dkv[0], dkv[1]
 
 
@@ -245,18 +158,18 @@ def ring_attention(
     group: dist.ProcessGroup | None = None,
 ) -> torch.Tensor:
     """Local sequence shards (B, H, n, d) in, local output shard out; differentiable.
-    Every rank must pass the same shape. With causal=True the shards must be in zig-zag order
-    (``zigzag_shard``), so n must be even."""
+    Every rank must pass the same shape. With causal=True the shards must be in
+    zig-zag order (``zigzag_shard``), so n must be even."""
     check_inputs(q, k, v)
     if q.shape != k.shape:
         raise ValueError(
-            f"ring attention needs q and k of one shape (self-attention), got "
+            "ring attention needs q and k of one shape (self-attention), got "
             f"{tuple(q.shape)} and {tuple(k.shape)}"
         )
     if causal and q.shape[2] % 2:
         raise ValueError(
-            f"causal ring attention needs an even local length (two zig-zag chunks), "
-            f"got {q.shape[2]}; shard with zigzag_shard"
+            "causal ring attention needs an even local length (two zig-zag "
+            f"chunks), got {q.shape[2]}; shard with zigzag_shard"
         )
     return RingAttention.apply(q, k, v, causal, group)
 
@@ -280,9 +193,8 @@ def main(chunk: int = 37, head_dim: int = 64) -> dict:
     rank, p = dist.get_rank(), dist.get_world_size()
     dev = device()
     gen = torch.Generator().manual_seed(0)  # the same full sequence on every rank
-    N = (
-        2 * p * chunk
-    )  # default 37-row chunks: odd, so no power-of-two accident hides an index bug
+    # default 37-row chunks: odd, so no power-of-two accident hides an index bug
+    N = 2 * p * chunk
     rows = []
     for causal in (False, True):
         q, k, v, dO = (
@@ -306,37 +218,26 @@ def main(chunk: int = 37, head_dim: int = 64) -> dict:
         ref_grads = torch.autograd.grad(ref, (q, k, v), dO)
         errs = [(a - b).abs().max().item() for a, b in zip(full, (ref, *ref_grads))]
         assert max(errs) < 1e-4, f"causal={causal}: ring vs SDPA max errors {errs}"
-        rows.append(
-            {
-                "causal": causal,
-                "O": errs[0],
-                "dQ": errs[1],
-                "dK": errs[2],
-                "dV": errs[3],
-            }
-        )
+        rows.append({"causal": causal} | dict(zip(("O", "dQ", "dK", "dV"), errs)))
 
     # Why zig-zag: unmasked (query, key) pairs each rank owns under a causal mask.
-    def pairs(positions: list[int] | range) -> int:
-        return sum(i + 1 for i in positions)  # query i sees keys 0..i
-
+    positions = torch.arange(N)[None, None, :]
     balance = [
         {
             "rank": r,
-            "contiguous": pairs(range(r * 2 * chunk, (r + 1) * 2 * chunk)),
-            "zig-zag": pairs(
-                zigzag_shard(torch.arange(N)[None, None, :], r, p)[0, 0].tolist()
-            ),
+            "contiguous": causal_pairs(range(r * 2 * chunk, (r + 1) * 2 * chunk)),
+            "zig-zag": causal_pairs(zigzag_shard(positions, r, p)[0, 0].tolist()),
         }
         for r in range(p)
     ]
+    print0(f"ring attention on {p} ranks, B=2 H=2 N={N} d={head_dim}")
     print0(
-        f"ring attention on {p} ranks, B=2 H=2 N={N} d={head_dim} (zig-zag chunks of {chunk}), "
-        f"vs SDPA on the gathered sequence, max |error|:"
+        f"(zig-zag chunks of {chunk}), vs SDPA on the gathered sequence, max |error|:"
     )
     for r in rows:
         print0(
-            f"  causal={r['causal']!s:<5}  O {r['O']:.1e}  dQ {r['dQ']:.1e}  dK {r['dK']:.1e}  dV {r['dV']:.1e}"
+            f"  causal={r['causal']!s:<5}  O {r['O']:.1e}  dQ {r['dQ']:.1e}  "
+            f"dK {r['dK']:.1e}  dV {r['dV']:.1e}"
         )
     print0("causal work per rank, in unmasked (query, key) pairs:")
     print0(f"  {'rank':>4}  {'contiguous':>10}  {'zig-zag':>8}")

@@ -1,4 +1,4 @@
-"""The attention benchmark: its naive reference, FLOP count, checks, CLI and records."""
+"""The attention benchmark's command line, its records and the snippet's charts."""
 
 from __future__ import annotations
 
@@ -9,12 +9,10 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch.nn.functional as F
-from torch.utils.flop_counter import FlopCounterMode
 
 from snippets.__main__ import main as cli_main
 from snippets.attention import attention_bench as ab
-from snippets.core.measure import peak_memory_bytes
+from snippets.attention import attention_timing as at
 
 
 def cli(*args: str) -> int:
@@ -24,90 +22,40 @@ def cli(*args: str) -> int:
         return exc.code
 
 
-@pytest.mark.parametrize("N,causal", [(1, False), (37, False), (37, True), (130, True)])
-def test_naive_attention_is_attention(N, causal):
-    q, k, v = (torch.randn(2, 3, N, 32, dtype=torch.float64) for _ in range(3))
-    ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-    torch.testing.assert_close(ab.naive_attention(q, k, v, causal), ref)
+@pytest.fixture
+def two_threads():
+    """Two torch threads before and after, so that a leaked setting shows."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    yield 2
+    torch.set_num_threads(before)
 
 
-def test_flop_count_matches_torchs_counter():
-    """Forward = two N×N×d matmuls = 4·B·H·N²·d, as torch's own FLOP counter counts them."""
-    B, H, N, d = 2, 3, 40, 32
-    q, k, v = (torch.randn(B, H, N, d) for _ in range(3))
-    with FlopCounterMode(display=False) as counter:
-        ab.naive_attention(q, k, v)
-    assert (
-        ab.attention_flops(B, H, N, d, causal=False) == 3.5 * counter.get_total_flops()
-    )
-    assert (
-        ab.attention_flops(B, H, N, d, causal=True)
-        == 3.5 * counter.get_total_flops() / 2
-    )
+def _spy_threads(monkeypatch) -> list[int]:
+    """torch's thread count at every timed call of the benchmark."""
+    seen = []
+    real = at.time_it
 
+    def time_it(fn, **kw):
+        seen.append(torch.get_num_threads())
+        return real(fn, **kw)
 
-def test_measure_refuses_a_wrong_implementation():
-    wrong = lambda q, k, v, causal: F.scaled_dot_product_attention(
-        q, k, v, is_causal=not causal
-    )  # noqa: E731
-    impls = {"sdpa": ab.implementations()["sdpa"], "wrong": wrong}
-    with pytest.raises(AssertionError, match="wrong N=33"):
-        ab.measure(
-            impls, 1, 2, 33, 32, False, torch.float32, torch.device("cpu"), iters=1
-        )
-
-
-def test_measured_memory_grows_with_n_squared_only_for_naive():
-    """The meter on known allocations first, then the claim itself at one N."""
-    N = 1024
-    assert (
-        peak_memory_bytes(lambda: torch.empty(1, 1, N, N)) == 4 * N * N
-    )  # one fp32 N×N matrix
-    q, k, v, do = (torch.randn(1, 1, N, 64) for _ in range(4))
-    q, k, v = (t.requires_grad_() for t in (q, k, v))
-    impls = ab.implementations(block_q=128, block_k=128)
-    naive = peak_memory_bytes(ab.fwd_bwd(impls["naive"], q, k, v, do, False))
-    tiled = peak_memory_bytes(ab.fwd_bwd(impls["flash"], q, k, v, do, False))
-    assert naive >= 2 * 4 * N * N  # the scores and the probabilities, at least
-    assert (
-        tiled < 4 * N * N / 2
-    )  # not even half of one N×N matrix: O(N·d) tensors and one tile
+    monkeypatch.setattr(at, "time_it", time_it)
+    return seen
 
 
 def test_json_records(capsys):
-    assert (
-        cli(
-            "--seq-lens",
-            "64",
-            "97",
-            "--head-dim",
-            "40",
-            "--heads",
-            "3",
-            "--iters",
-            "1",
-            "--causal",
-            "--json",
-        )
-        == 0
-    )
+    args = ("--seq-lens", "64", "97", "--head-dim", "40", "--heads", "3")
+    assert cli(*args, "--iters", "1", "--causal", "--json") == 0
     records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert {(r["impl"], r["seq_len"]) for r in records} == {
         (i, n) for i in ("naive", "flash", "sdpa") for n in (64, 97)
     }
     for r in records:
-        assert (
-            r["head_dim"] == 40
-            and r["heads"] == 3
-            and r["causal"] is True
-            and r["dtype"] == "float32"
-        )
-        assert (
-            r["time_s"] > 0
-            and isinstance(r["peak_bytes"], int)
-            and r["peak_bytes"] > 0
-            and r["tflops"] > 0
-        )
+        assert (r["head_dim"], r["heads"], r["causal"]) == (40, 3, True)
+        assert r["dtype"] == "float32"
+        assert r["time_s"] > 0 and r["tflops"] > 0
+        assert isinstance(r["peak_bytes"], int) and r["peak_bytes"] > 0
         same_n = {s["impl"]: s for s in records if s["seq_len"] == r["seq_len"]}
         assert r["time_vs_sdpa"] == pytest.approx(
             r["time_s"] / same_n["sdpa"]["time_s"]
@@ -120,20 +68,8 @@ def test_json_records(capsys):
 def test_json_stdout_is_only_json_from_the_command_line():
     """Run as a user would: nothing else (profiler logs, notes) may land on stdout."""
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snippets",
-            "bench",
-            "attention",
-            "--seq-lens",
-            "48",
-            "--iters",
-            "1",
-            "--threads",
-            "1",
-            "--json",
-        ],
+        [sys.executable, "-m", "snippets", "bench", "attention"]
+        + ["--seq-lens", "48", "--iters", "1", "--threads", "1", "--json"],
         cwd=Path(__file__).resolve().parents[2],
         capture_output=True,
         text=True,
@@ -146,41 +82,39 @@ def test_json_stdout_is_only_json_from_the_command_line():
 
 
 def test_table_output_and_subset(capsys):
-    assert (
-        cli(
-            "--seq-lens",
-            "50",
-            "--iters",
-            "1",
-            "--impls",
-            "flash",
-            "sdpa",
-            "--block-q",
-            "16",
-            "--block-k",
-            "24",
-        )
-        == 0
-    )
+    args = ("--seq-lens", "50", "--iters", "1", "--impls", "flash", "sdpa")
+    assert cli(*args, "--block-q", "16", "--block-k", "24") == 0
     out = capsys.readouterr().out.splitlines()
     assert "time ÷ SDPA" in out[1] and len(out) == 4
-    assert (
-        out[2].split()[:2] == ["50", "flash"] and out[2].split()[-1] == "-"
-    )  # no naive: no memory ratio
+    assert all(len(line) <= 88 for line in out), max(out, key=len)
+    # no naive: no memory ratio
+    assert out[2].split()[:2] == ["50", "flash"] and out[2].split()[-1] == "-"
+
+
+def test_threads_option_holds_during_measurement_and_is_restored(
+    capsys, monkeypatch, two_threads
+):
+    seen = _spy_threads(monkeypatch)
+    args = ("--seq-lens", "40", "--iters", "2", "--impls", "sdpa", "flash")
+    assert cli(*args, "--threads", "1") == 0
+    assert "(1 threads)" in capsys.readouterr().out.splitlines()[0]
+    assert seen == [1] * 4  # 2 rounds × 2 implementations, all on one thread
+    assert torch.get_num_threads() == two_threads
 
 
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["--head-dim", "20"], "--head-dim 20 is not supported"),
-        (["--head-dim", "136"], "--head-dim 136 is not supported"),
-        (["--head-dim", "60"], "--head-dim 60 is not supported"),
+        (["--head-dim", "20"], "--head-dim: use a multiple of 8 from 32 to 128"),
+        (["--head-dim", "136"], "--head-dim: use a multiple of 8 from 32 to 128"),
+        (["--head-dim", "60"], "--head-dim: use a multiple of 8 from 32 to 128"),
         (["--seq-lens", "0"], "must be at least 1"),
         (["--seq-lens", "abc"], "expected a whole number"),
         (["--iters", "0"], "must be at least 1"),
+        (["--threads", "-2"], "must be at least 1"),
         (["--impls", "bogus"], "invalid choice"),
         (["--dtype", "fp8"], "invalid choice"),
-        (["--device", "tpu"], "unknown device"),
+        (["--device", "tpu"], "invalid choice"),
         (["--frobnicate"], "unrecognized arguments"),
     ],
 )
@@ -193,16 +127,53 @@ def test_bad_input_is_one_line_and_exit_2(capsys, args, message):
 @pytest.mark.skipif(
     torch.cuda.is_available(), reason="checks the refusal on a machine without a GPU"
 )
-@pytest.mark.parametrize("args", [["--device", "cuda"], ["--impls", "triton"]])
+@pytest.mark.parametrize(
+    "args", [["--device", "cuda"], ["--impls", "triton"], ["--tflops"]]
+)
 def test_gpu_only_options_are_refused_on_a_cpu(capsys, args):
     assert cli(*args, "--seq-lens", "32") == 2
-    assert "GPU" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "GPU" in err and len(err.strip().splitlines()) == 1
 
 
-def test_snippet_main_returns_table_and_figures():
+def _chart_rows(spec: dict) -> list[dict]:
+    """Every data row anywhere in a Vega-Lite spec (top level or in its layers)."""
+    found = []
+    if isinstance(spec, dict):
+        values = spec.get("data", {}).get("values")
+        if isinstance(values, list):
+            found += values
+        for rows in spec.get("datasets", {}).values():  # data an encoding names
+            found += rows
+        for key, sub in spec.items():
+            if key not in ("data", "datasets"):
+                found += _chart_rows(sub)
+    elif isinstance(spec, list):
+        for sub in spec:
+            found += _chart_rows(sub)
+    return found
+
+
+def test_snippet_main_returns_table_and_chart_specs(monkeypatch, two_threads):
+    seen = _spy_threads(monkeypatch)
     result = ab.main()
-    assert {r["impl"] for r in result["records"]} >= {"naive", "flash", "sdpa"}
+    # main measures on one thread, then gives the caller's setting back
+    assert seen and set(seen) == {1}
+    assert torch.get_num_threads() == two_threads
+    records = result["records"]
+    names = {"naive", "flash", "sdpa"}
+    assert {r["impl"] for r in records} == names
+    assert len(result["tables"]["sweep"]) == len(records)
     assert set(result["figures"]) == {"time", "memory"}
-    assert all(svg.startswith("<svg") for svg in result["figures"].values())
-    assert len(result["tables"]["sweep"]) == len(result["records"])
-    assert torch.get_num_threads() >= 1
+    for fig, key, unit in (("time", "time_s", 1), ("memory", "peak_bytes", 2**20)):
+        spec = result["figures"][fig]
+        assert isinstance(spec, dict) and "vega-lite" in spec["$schema"]
+        json.dumps(spec)  # JSON-able, as results/ stores it
+        assert spec.get("description"), f"{fig}: a chart needs a text alternative"
+        rows = _chart_rows(spec)
+        assert {row["series"] for row in rows} == names
+        got = sorted((row["series"], row["x"], row["y"]) for row in rows)
+        want = sorted((r["impl"], r["seq_len"], r[key] / unit) for r in records)
+        assert len(got) == len(want)
+        for (gs, gx, gy), (ws, wx, wy) in zip(got, want):
+            assert (gs, gx) == (ws, wx) and gy == pytest.approx(wy)

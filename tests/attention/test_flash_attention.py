@@ -1,4 +1,4 @@
-"""Tiled FlashAttention-2 (forward and backward) against F.scaled_dot_product_attention."""
+"""Tiled FlashAttention-2, forward and backward, against SDPA."""
 
 from __future__ import annotations
 
@@ -33,8 +33,8 @@ def _ours(q, k, v, dO, causal, **kw):
     return (out, *torch.autograd.grad(out, (q, k, v), dO))
 
 
-# Odd lengths and small tiles: ragged last blocks, diagonal tiles that cut through a block,
-# key tiles longer and shorter than query tiles.
+# Odd lengths and small tiles: ragged last blocks, diagonal tiles that cut through a
+# block, key tiles longer and shorter than query tiles.
 CASES = [  # (B, H, N, M, d, block_q, block_k)
     (1, 1, 1, 1, 32, 16, 16),
     (2, 3, 97, 97, 32, 32, 16),
@@ -84,7 +84,7 @@ def test_half_loose(dtype: torch.dtype, causal: bool) -> None:
     q, k, v, dO = _inputs((2, 2, 203, 64), (2, 2, 203, 64), dtype, seed=7)
     ours = _ours(q, k, v, dO, causal, block_q=64, block_k=48)
     ref = _reference(q, k, v, dO, causal)
-    # SDPA on the same half inputs, for scale: ours must be no worse than about its error.
+    # SDPA on the same half inputs, for scale: ours must be about as good as it is.
     sdpa = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     sdpa_err = (sdpa.double() - ref[0]).abs().max().item()
     for name, a, b in zip("O dQ dK dV".split(), ours, ref):
@@ -112,14 +112,6 @@ def test_saves_only_output_and_lse() -> None:
     # q, k, v, O: N·d each; L: one number per row. Nothing N×N.
     assert sizes == sorted([300 * 64 * 2] * 4 + [300 * 2])
     assert all(t.numel() < 300 * 300 for t in saved)
-
-
-def test_lse_is_logsumexp_of_scores() -> None:
-    q, k, v, _ = _inputs((1, 3, 45, 32), (1, 3, 45, 32), torch.float32, seed=5)
-    _, L = fa.flash_forward(q, k, v, causal=True, block_q=16, block_k=8)
-    s = (q @ k.transpose(-1, -2)) / 32**0.5
-    s = s.masked_fill(torch.ones(45, 45, dtype=torch.bool).triu(1), float("-inf"))
-    torch.testing.assert_close(L, torch.logsumexp(s, -1).detach())
 
 
 @pytest.mark.parametrize(
@@ -158,21 +150,8 @@ def test_main_checks_itself() -> None:
 
 def test_command_line_options() -> None:
     ok = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snippets",
-            "run",
-            "flash_attention",
-            "--seq-len",
-            "45",
-            "--head-dim",
-            "32",
-            "--block-q",
-            "16",
-            "--block-k",
-            "20",
-        ],
+        [sys.executable, "-m", "snippets", "run", "flash_attention", "--seq-len", "45"]
+        + ["--head-dim", "32", "--block-q", "16", "--block-k", "20"],
         capture_output=True,
         text=True,
     )
@@ -199,14 +178,20 @@ def test_command_line_options() -> None:
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(
+    "dtype,tol", [(torch.float32, 1e-4), (torch.float16, 1e-2), (torch.bfloat16, 3e-2)]
+)
 @pytest.mark.parametrize("causal", [False, True])
-def test_on_cuda(dtype: torch.dtype, causal: bool) -> None:
+def test_on_cuda(dtype: torch.dtype, tol: float, causal: bool) -> None:
+    """The tiled loops on CUDA tensors (default tiles, a ragged last one) vs SDPA in
+    fp64 on the same rounded inputs; only the final rounding to dtype may differ."""
     q, k, v, dO = (
         t.detach().cuda().requires_grad_(t.requires_grad)
         for t in _inputs((2, 4, 1000, 64), (2, 4, 1000, 64), dtype, seed=11)
     )
-    tol = 1e-4 if dtype == torch.float32 else 3e-2
-    for a, b in zip(_ours(q, k, v, dO, causal), _reference(q, k, v, dO, causal)):
+    names = "O dQ dK dV".split()
+    ours, ref = _ours(q, k, v, dO, causal), _reference(q, k, v, dO, causal)
+    for name, a, b in zip(names, ours, ref):
         assert a.device.type == "cuda" and a.dtype == dtype
-        assert (a.double() - b).abs().max().item() <= tol
+        err = (a.double() - b).abs().max().item()
+        assert err <= tol * max(1.0, b.abs().max().item()), f"{name}: {err:.2e}"

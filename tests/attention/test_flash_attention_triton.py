@@ -175,7 +175,8 @@ def test_without_triton_the_module_imports_and_explains():
     code = (
         "import sys; sys.modules['triton'] = None\n"  # makes `import triton` fail
         "import torch, snippets.attention.flash_attention_triton as m\n"
-        "assert m.main() == {'triton': None, 'checked': False, 'tables': {'check': []}}\n"
+        "none = {'triton': None, 'checked': False, 'tables': {'check': []}}\n"
+        "assert m.main() == none\n"
         "try:\n    m.flash_attention_triton(*(torch.randn(1, 1, 4, 32),) * 3)\n"
         "except RuntimeError as e:\n    print('refused:', e)\n"
     )
@@ -193,7 +194,7 @@ def test_without_triton_the_module_imports_and_explains():
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize(
     "shape",
-    [(2, 3, 1000, 64), (1, 2, 257, 128), (1, 4, 77, 32), (1, 1, 130, 80)],
+    [(2, 3, 1000, 64), (1, 2, 257, 128), (1, 1, 130, 80)],  # 80: padded to 128
     ids=str,
 )
 def test_compiled_kernels_match_sdpa(shape, causal, dtype):

@@ -1,4 +1,5 @@
-"""Online softmax equals torch.softmax; its merge is associative, commutative, with an identity."""
+"""Online softmax equals torch.softmax; its merge is associative and commutative,
+with an identity."""
 
 from __future__ import annotations
 

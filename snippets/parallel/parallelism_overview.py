@@ -1,273 +1,79 @@
-"""Four ways to split one model over p ranks, and what each must send.
+"""Four ways to split one GPT over p ranks, and what each must send.
 
-One tiny model, a stack of L transformer-style MLP blocks x + W2·GELU(W1·x + b1) + b2, is
-built from a fixed seed, so every rank holds the same unsplit model to compare against.
-Then it is split four ways:
+The shared model (``snippets.models.tiny_gpt``) is built from a fixed seed, so every
+rank holds the same unsplit model to compare against. Then it is split four ways:
 
-* data parallel: a full copy per rank, the batch in shards, gradients all-reduced;
-* naive model parallel: contiguous blocks per rank, activations sent rank → rank + 1;
-* pipeline parallel (GPipe, Huang et al. 2019): the same split, the batch in m micro-batches,
-  so stages work at once; the logical clock in the schedule gives the bubble (p−1)/(m+p−1);
-* tensor parallel (Megatron-LM, Shoeybi et al. 2019): every block's W1 split by columns
-  and W2 by rows, one all-reduce per block forward (the paper's g) and one backward (f).
+* data parallel (``batch_split``): a full copy per rank, the batch in shards,
+  gradients all-reduced;
+* naive model parallel (``layer_split``): contiguous blocks per rank, activations
+  sent rank → rank + 1;
+* pipeline parallel (GPipe, Huang et al. 2019; ``layer_split``): the same split, the
+  batch in m micro-batches, so stages work at once; the logical clock in the schedule
+  gives the bubble (p−1)/(m+p−1);
+* tensor parallel (Megatron-LM, Shoeybi et al. 2019; ``weight_split``): every block cut
+  by attention heads and MLP hidden units, one all-reduce after each half forward (the
+  paper's g) and one before each half backward (f).
 
-Each split must give the unsplit model's output (and gradients), checked with ``assert``.
+Each split must give the unsplit model's logits (and gradients), checked with
+``assert_close``. Each strategy has a dedicated module that goes further: ``ddp``,
+``zero``, ``pipeline_schedules``, ``tensor_parallel``.
 
-    python -m snippets.parallel.parallelism                  # 4 local ranks
-    python -m snippets run parallelism -n 3 --micro-batches 8
-    torchrun --nproc-per-node 4 -m snippets.parallel.parallelism
+    python -m snippets run parallelism_overview -n 3 --micro-batches 8
+    torchrun --nproc-per-node 4 -m snippets run parallelism_overview
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import asdict, dataclass
-from fractions import Fraction
+from dataclasses import asdict, replace
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
-import torch.nn.functional as F
 
 from snippets.core.cli import main_entry, positive_int
 from snippets.core.runtime import Spec, UsageError, device, print0
+from snippets.models.tiny_gpt import GPT, GPTConfig
+from snippets.parallel.batch_split import batch_split_step
+from snippets.parallel.layer_split import (
+    bubble_fraction,
+    gpipe_bubble,
+    gpipe_forward,
+    layer_split_forward,
+    part,
+    schedule_gantt,
+    schedule_rows,
+    split_sizes,
+)
+from snippets.parallel.weight_split import dense_parts, weight_split_block
 
 SPEC = Spec(
-    summary="data, model, pipeline and tensor parallelism on one MLP stack, checked against the unsplit model",
+    summary="data, model, pipeline and tensor parallelism on one GPT, each checked",
     world_size=4,
 )
 
-
 # --8<-- [start:model]
-@dataclass(frozen=True)
-class Config:
-    d: int = 8  # model width
-    h: int = 32  # hidden width, 4d as in a transformer's MLP
-    L: int = 6  # blocks
-    B: int = 10  # batch
-    m: int = 4  # pipeline micro-batches
-    seed: int = 0
+# The GPT every rank builds whole. Untied embeddings, so that a layer split gives
+# each parameter to exactly one stage; 8 heads of width 4, so up to 8 ranks can share
+# the heads.
+MODEL = GPTConfig(
+    vocab_size=32, block_size=8, n_layer=6, n_head=8, n_embd=32, tie_embeddings=False
+)
+B, M = 10, 4  # sequences in the batch, pipeline micro-batches
 
 
-class Block(nn.Module):
-    """x + W2 GELU(W1 x + b1) + b2: a transformer MLP with its residual."""
-
-    def __init__(self, d: int, h: int):
-        super().__init__()
-        self.fc1, self.fc2 = nn.Linear(d, h), nn.Linear(h, d)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: (B, d)
-        return x + self.fc2(F.gelu(self.fc1(x)))
-
-
-def build_model(cfg: Config) -> nn.Sequential:
-    """The same unsplit model on every rank: parameters come from cfg.seed, not from the rank."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(cfg.seed)
-        model = nn.Sequential(*[Block(cfg.d, cfg.h) for _ in range(cfg.L)])
-    return model.to(device())
-
-
-def make_batch(cfg: Config) -> tuple[torch.Tensor, torch.Tensor]:
-    g = torch.Generator().manual_seed(cfg.seed + 1)
-    x, target = torch.randn(2, cfg.B, cfg.d, generator=g)  # (B, d) each
-    return x.to(device()), target.to(device())
-
-
-def loss_fn(y: torch.Tensor, target: torch.Tensor, B: int) -> torch.Tensor:
-    """Squared error summed over these rows, divided by the FULL batch size B: summed over
-    shards (even uneven ones) it is exactly the full-batch mean."""
-    return ((y - target) ** 2).sum() / B
+def make_batch(cfg: GPTConfig, B: int, seed: int = 1) -> tuple[torch.Tensor, ...]:
+    """Token ids and next-token targets, (B, N) each, the same on every rank."""
+    g = torch.Generator().manual_seed(seed)
+    idx, targets = torch.randint(cfg.vocab_size, (2, B, cfg.block_size), generator=g)
+    return idx.to(device()), targets.to(device())
 
 
 # --8<-- [end:model]
 
 
-def split_sizes(n: int, parts: int, what: str) -> list[int]:
-    """torch.tensor_split's sizes: the first n % parts parts get one more."""
-    if not 1 <= parts <= n:
-        raise ValueError(
-            f"cannot split {n} {what} into {parts} non-empty parts; use at most {n}"
-        )
-    return [n // parts + (i < n % parts) for i in range(parts)]
-
-
-# --8<-- [start:data]
-def data_parallel_step(
-    model: nn.Module,
-    x: torch.Tensor,
-    target: torch.Tensor,
-    group: dist.ProcessGroup | None = None,
-) -> torch.Tensor:
-    """Whole model here, 1/p of the batch; afterwards .grad holds the full-batch gradient."""
-    rank, p = dist.get_rank(group), dist.get_world_size(group)
-    x_r, t_r = (
-        x.tensor_split(p)[rank],
-        target.tensor_split(p)[rank],
-    )  # (B_r, d), B_r = ⌈B/p⌉ or ⌊B/p⌋
-    model.zero_grad()
-    loss = loss_fn(model(x_r), t_r, x.shape[0])
-    loss.backward()
-    for param in model.parameters():
-        dist.all_reduce(param.grad, group=group)  # Σ_r ∇loss_r = ∇(full-batch loss)
-    loss = loss.detach().clone()
-    dist.all_reduce(loss, group=group)
-    return loss
-
-
-# --8<-- [end:data]
-
-
-# --8<-- [start:model_parallel]
-def stage_blocks(L: int, p: int, rank: int) -> range:
-    """The contiguous blocks that stage `rank` of p holds."""
-    sizes = split_sizes(L, p, "blocks")
-    return range(sum(sizes[:rank]), sum(sizes[: rank + 1]))
-
-
-def model_parallel_forward(
-    stage: nn.Module, x: torch.Tensor, group: dist.ProcessGroup | None = None
-) -> torch.Tensor | None:
-    """Rank 0 reads x; each stage runs its blocks and sends the activation on. The last
-    stage returns the output, the others None. Only one rank works at a time."""
-    rank, p = dist.get_rank(group), dist.get_world_size(group)
-    a = (
-        x if rank == 0 else torch.empty_like(x)
-    )  # (B, d): every activation has the input's shape
-    if rank > 0:
-        dist.recv(a, group=group, group_src=rank - 1)
-    a = stage(a)
-    if rank < p - 1:
-        dist.send(a, group=group, group_dst=rank + 1)
-        return None
-    return a
-
-
-# --8<-- [end:model_parallel]
-
-
-# --8<-- [start:pipeline]
-def pipeline_forward(
-    stage: nn.Module, x: torch.Tensor, m: int, group: dist.ProcessGroup | None = None
-) -> tuple[torch.Tensor | None, list[tuple[int, int]]]:
-    """GPipe's forward: the batch in m micro-batches, each passed on as soon as it is done.
-    A logical clock travels with each activation: a stage runs micro-batch j at the first
-    step after both its own previous micro-batch and the previous stage's run of j.
-    Returns (the last stage's output or None, this stage's [(micro-batch, step)])."""
-    rank, p = dist.get_rank(group), dist.get_world_size(group)
-    micro = x.tensor_split(m)  # m × (B_j, d); only rank 0 reads the values
-    split_sizes(x.shape[0], m, "samples")  # m ≤ B: no empty micro-batches
-    free, schedule, outputs = 0, [], []
-    for j, x_j in enumerate(micro):
-        a, ready = x_j, 0
-        if rank > 0:
-            a, clock = (
-                torch.empty_like(x_j),
-                torch.empty(1, dtype=torch.int64, device=x.device),
-            )
-            dist.recv(a, group=group, group_src=rank - 1)
-            dist.recv(clock, group=group, group_src=rank - 1)
-            ready = int(clock.item()) + 1
-        step = max(free, ready)
-        a = stage(a)  # (B_j, d)
-        schedule.append((j, step))
-        free = step + 1
-        if rank < p - 1:
-            dist.send(a, group=group, group_dst=rank + 1)
-            dist.send(
-                torch.tensor([step], device=x.device), group=group, group_dst=rank + 1
-            )
-        else:
-            outputs.append(a)
-    return (torch.cat(outputs) if rank == p - 1 else None), schedule
-
-
-def bubble_fraction(schedules: list[list[tuple[int, int]]]) -> Fraction:
-    """Idle share of the p × T grid of (stage, step) slots, T = the steps the pipeline took."""
-    T = 1 + max(step for s in schedules for _, step in s)
-    busy = sum(len(s) for s in schedules)
-    return Fraction(len(schedules) * T - busy, len(schedules) * T)
-
-
-def gpipe_bubble(p: int, m: int) -> Fraction:
-    """Huang et al. 2019: the bubble is (p − 1)/(m + p − 1) of the time."""
-    return Fraction(p - 1, m + p - 1)
-
-
-# --8<-- [end:pipeline]
-
-
-# --8<-- [start:tensor]
-class CopyToTensorParallel(torch.autograd.Function):
-    """Megatron's f: identity forward; backward all-reduces the input's gradient, because
-    every rank's slice of W1 contributed part of it."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, group: dist.ProcessGroup | None) -> torch.Tensor:
-        ctx.group = group
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
-        grad = grad.clone()
-        dist.all_reduce(grad, group=ctx.group)
-        return grad, None
-
-
-class ReduceFromTensorParallel(torch.autograd.Function):
-    """Megatron's g: all-reduce forward (sum the partial W2 products); identity backward."""
-
-    @staticmethod
-    def forward(ctx, y: torch.Tensor, group: dist.ProcessGroup | None) -> torch.Tensor:
-        y = y.clone()
-        dist.all_reduce(y, group=group)
-        return y
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
-        return grad, None
-
-
-class TensorParallelBlock(nn.Module):
-    """This rank's slice of a Block: its hidden units `cols` are rows of W1 (Megatron's
-    column-parallel A; torch stores A transposed) and columns of W2 (the row-parallel B).
-    GELU is elementwise, so the two matmuls need no communication in between (Megatron-LM,
-    eq. 3); the sum over ranks happens once, in g."""
-
-    def __init__(self, block: Block, group: dist.ProcessGroup | None = None):
-        super().__init__()
-        rank, p = dist.get_rank(group), dist.get_world_size(group)
-        h = block.fc1.out_features
-        sizes = split_sizes(h, p, "hidden units")
-        self.cols, self.group = slice(sum(sizes[:rank]), sum(sizes[: rank + 1])), group
-        w1, b1, w2 = (
-            block.fc1.weight.detach(),
-            block.fc1.bias.detach(),
-            block.fc2.weight.detach(),
-        )
-        self.w1 = nn.Parameter(w1[self.cols].clone())  # (h_r, d)
-        self.b1 = nn.Parameter(b1[self.cols].clone())  # (h_r,)
-        self.w2 = nn.Parameter(w2[:, self.cols].clone())  # (d, h_r)
-        self.b2 = nn.Parameter(
-            block.fc2.bias.detach().clone()
-        )  # (d,) added once, after the sum
-
-    def forward(
-        self, x: torch.Tensor
-    ) -> torch.Tensor:  # x: (B, d), the same on every rank
-        z = F.gelu(
-            F.linear(CopyToTensorParallel.apply(x, self.group), self.w1, self.b1)
-        )  # (B, h_r)
-        y = ReduceFromTensorParallel.apply(
-            F.linear(z, self.w2), self.group
-        )  # (B, d) = Σ_r W2_r z_r
-        return x + y + self.b2
-
-
-# --8<-- [end:tensor]
-
-
-def _numel(params) -> int:
+def _numel(module: nn.Module | list) -> int:
+    params = module.parameters() if isinstance(module, nn.Module) else module
     return sum(q.numel() for q in params)
 
 
@@ -276,250 +82,165 @@ def _delta(a: torch.Tensor, b: torch.Tensor) -> float:
     return (a - b).abs().max().item()
 
 
-def check_all(cfg: Config, group: dist.ProcessGroup | None = None) -> dict:
-    """Run every strategy on this rank, check it against the unsplit model, and return this
-    rank's table rows: what it holds, what it sends, its worst |Δ| from the unsplit model."""
+def _span(what: str, r: range) -> str:
+    return f"{what} {r.start}" if len(r) == 1 else f"{what}s {r.start}–{r.stop - 1}"
+
+
+def check_all(cfg: GPTConfig, B: int, m: int, group=None) -> dict:
+    """Run every split on this rank, check it against the unsplit model, and return
+    this rank's rows: what it holds, what it sends, its worst |Δ| from the unsplit."""
     rank, p = dist.get_rank(group), dist.get_world_size(group)
-    last, nbytes = rank == p - 1, cfg.B * cfg.d * 4  # one (B, d) float32 activation
+    first, last = rank == 0, rank == p - 1
+    N, d, L = cfg.block_size, cfg.n_embd, cfg.n_layer
+    act_bytes = B * N * d * 4  # one (B, N, d) float32 activation
 
-    def acts(rows: int, hidden: int) -> str:
-        return f"({rows}, {cfg.d}) in and out, ({rows}, {hidden}) hidden"
+    model, (idx, targets) = GPT(cfg).to(device()), make_batch(cfg, B)
+    logits, loss = model(idx, targets)  # the oracle: unsplit, whole batch, one process
+    loss.backward()
+    logits, loss = logits.detach(), loss.detach()
+    grads = {n: q.grad.clone() for n, q in model.named_parameters()}
 
-    model, (x, target) = build_model(cfg), make_batch(cfg)
-    x_ref = x.clone().requires_grad_()
-    y_ref = model(
-        x_ref
-    )  # the oracle: the unsplit model, whole batch, in this one process
-    loss_fn(y_ref, target, cfg.B).backward()
-    y_ref, g_ref = y_ref.detach(), [q.grad.clone() for q in model.parameters()]
-
-    dp = build_model(cfg)
-    data_parallel_step(dp, x, target, group)
+    dp = GPT(cfg).to(device())
+    dp_loss = batch_split_step(dp, idx, targets, group)
     data = {
         "rank": rank,
-        "holds": f"all {cfg.L} blocks",
-        "params": _numel(dp.parameters()),
-        "activations": acts(len(x.tensor_split(p)[rank]), cfg.h),
+        "holds": f"all {L} blocks",
+        "params": _numel(dp),
+        "sequences": len(idx.tensor_split(p)[rank]),
         "communicates": "all-reduce every gradient",
-        "payload bytes": 4 * _numel(dp.parameters()),
-        "max abs diff": max(_delta(q.grad, r) for q, r in zip(dp.parameters(), g_ref)),
+        "payload bytes": 4 * _numel(dp),
+        "max abs diff": max(
+            [_delta(dp_loss, loss)]
+            + [_delta(q.grad, grads[n]) for n, q in dp.named_parameters()]
+        ),
     }
 
-    blocks = stage_blocks(cfg.L, p, rank)
-    stage = nn.Sequential(*[model[i] for i in blocks])  # this rank's blocks only
+    blocks = part(L, p, rank, "blocks")
+    held = [model.blocks[i] for i in blocks]
+    held += [model.tok_emb, model.pos_emb] * first + [model.ln_f, model.lm_head] * last
     with torch.no_grad():
-        y_mp = model_parallel_forward(stage, x, group)
-        y_pp, schedule = pipeline_forward(stage, x, cfg.m, group)
-    held = (
-        f"blocks {blocks.start}–{blocks.stop - 1}"
-        if len(blocks) > 1
-        else f"block {blocks.start}"
-    )
-    model_row = {
+        y_mp = layer_split_forward(model, idx, group)
+        y_pp, schedule = gpipe_forward(model, idx, m, group)
+    holds = ["embeddings"] * first + [_span("block", blocks)] + ["head"] * last
+    layer = {
         "rank": rank,
-        "holds": held,
-        "params": _numel(stage.parameters()),
-        "activations": acts(cfg.B, cfg.h),
-        "communicates": "—" if last else f"send ({cfg.B}, {cfg.d}) → rank {rank + 1}",
-        "bytes sent": 0 if last else nbytes,
-        "max abs diff": _delta(y_mp, y_ref) if last else "—",
+        "holds": ", ".join(holds),
+        "params": sum(_numel(x) for x in held),
+        "communicates": "—" if last else f"send ({B}, {N}, {d}) → rank {rank + 1}",
+        "bytes sent": 0 if last else act_bytes,
+        "max abs diff": _delta(y_mp, logits) if last else "—",
     }
     pipe = {
-        **model_row,
-        "activations": ", ".join(
-            f"({b}, {cfg.d})" for b in split_sizes(cfg.B, cfg.m, "samples")
-        ),
-        "communicates": "—" if last else f"{cfg.m} sends (+ clock) → rank {rank + 1}",
-        "bytes sent": 0 if last else nbytes + 8 * cfg.m,
-        "max abs diff": _delta(y_pp, y_ref) if last else "—",
+        **layer,
+        "micro-batches": ", ".join(map(str, split_sizes(B, m, "sequences"))),
+        "communicates": "—" if last else f"{m} sends (+ clock) → rank {rank + 1}",
+        "bytes sent": 0 if last else act_bytes + 8 * m,
+        "max abs diff": _delta(y_pp, logits) if last else "—",
     }
 
-    tp = nn.Sequential(*[TensorParallelBlock(b, group) for b in model])
-    x_tp = x.clone().requires_grad_()
-    y_tp = tp(x_tp)
-    loss_fn(y_tp, target, cfg.B).backward()
-    c = tp[0].cols
-    deltas = [_delta(y_tp.detach(), y_ref), _delta(x_tp.grad, x_ref.grad)]
-    for i, t in enumerate(tp):  # model.parameters() order per block: W1, b1, W2, b2
-        w1, b1, w2, b2 = g_ref[4 * i : 4 * i + 4]
-        deltas += [
-            _delta(t.w1.grad, w1[c]),
-            _delta(t.b1.grad, b1[c]),
-            _delta(t.w2.grad, w2[:, c]),
-            _delta(t.b2.grad, b2),
-        ]
+    tp = GPT(cfg).to(device())
+    tp.blocks = nn.ModuleList(weight_split_block(b, group) for b in tp.blocks)
+    tp_logits, tp_loss = tp(idx, targets)
+    tp_loss.backward()
+    deltas = [_delta(tp_logits.detach(), logits), _delta(tp_loss.detach(), loss)]
+    for name, q in tp.named_parameters():
+        if not name.startswith("blocks."):  # embeddings and head: replicated
+            deltas.append(_delta(q.grad, grads[name]))
+    for i, blk in enumerate(tp.blocks):
+        own = dict(blk.named_parameters())
+        for name, (dense, index) in dense_parts(blk).items():
+            deltas.append(_delta(own[name].grad, grads[f"blocks.{i}.{dense}"][index]))
+    h, u = tp.blocks[0].heads, tp.blocks[0].hidden
     tensor = {
         "rank": rank,
-        "holds": f"hidden units {c.start}–{c.stop - 1} of every block",
-        "params": _numel(tp.parameters()),
-        "activations": acts(cfg.B, c.stop - c.start),
-        "communicates": f"{cfg.L} all-reduces of ({cfg.B}, {cfg.d}) forward, {cfg.L} backward",
-        "payload bytes": 2 * cfg.L * nbytes,
+        "holds": f"{_span('head', h)}, {_span('hidden unit', u)} of each block",
+        "params": _numel(tp),
+        "communicates": f"{4 * L} all-reduces of ({B}, {N}, {d})",
+        "payload bytes": 4 * L * act_bytes,
         "max abs diff": max(deltas),
     }
     return {
         "data": data,
-        "model": model_row,
+        "model": layer,
         "pipeline": pipe,
         "tensor": tensor,
         "schedule": schedule,
     }
 
 
-def schedule_rows(schedules: list[list[tuple[int, int]]]) -> list[dict]:
-    """The recorded schedule as a grid: one row per stage, F<j> where it ran micro-batch j."""
-    T = 1 + max(step for s in schedules for _, step in s)
-    rows = []
-    for rank, s in enumerate(schedules):
-        cells = {step: f"F{j}" for j, step in s}
-        rows.append(
-            {"stage": f"rank {rank}", **{f"t={t}": cells.get(t, "·") for t in range(T)}}
-        )
-    return rows
-
-
-def schedule_gantt(schedules: list[list[tuple[int, int]]], title: str) -> str:
-    """The recorded schedule as a mermaid Gantt chart: one row per stage, one clock step
-    drawn as one second (mermaid wants dates: milliseconds since 0, shown as seconds)."""
-    lines = [
-        "```mermaid",
-        "---",
-        "config:",
-        "  gantt:",
-        "    displayMode: compact",
-        "---",
-        "gantt",
-        f"    title {title}",
-        "    dateFormat x",
-        "    axisFormat %s",
-        "    tickInterval 1second",
-    ]
-    for rank, s in enumerate(schedules):
-        lines.append(f"    section rank {rank}")
-        lines += [
-            f"    F{j} : s{rank}m{j}, {1000 * step}, {1000 * (step + 1)}"
-            for j, step in s
-        ]
-    return "\n".join(lines + ["```"])
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--micro-batches",
-        type=positive_int,
-        default=Config.m,
-        metavar="M",
-        help="pipeline micro-batches",
-    )
-    parser.add_argument(
-        "--batch",
-        type=positive_int,
-        default=Config.B,
-        metavar="B",
-        help="samples in the batch",
-    )
-    parser.add_argument(
-        "--layers",
-        type=positive_int,
-        default=None,
-        metavar="L",
-        help="MLP blocks (default: max(6, ranks))",
-    )
-
-
-def main(
-    micro_batches: int = Config.m, batch: int = Config.B, layers: int | None = None
-) -> dict:
-    p = dist.get_world_size()
-    cfg = Config(
-        L=max(Config.L, p) if layers is None else layers, B=batch, m=micro_batches
-    )
-    for n, parts, what in (
-        (cfg.L, p, "blocks"),
-        (cfg.h, p, "hidden units"),
-        (cfg.B, cfg.m, "samples"),
+    for flag, default, metavar, text in (
+        ("--micro-batches", M, "M", "pipeline micro-batches"),
+        ("--batch", B, "B", "sequences in the batch"),
+        ("--layers", None, "L", f"blocks (default: max({MODEL.n_layer}, ranks))"),
     ):
-        try:
-            split_sizes(
-                n, parts, what
-            )  # every rank refuses before any rank waits on another
+        parser.add_argument(
+            flag, type=positive_int, default=default, metavar=metavar, help=text
+        )
+
+
+def _sizes(n: int, parts: int) -> str:
+    """split_sizes, short: "3,3,2,2", or "12 × 4–3" when there are many."""
+    s = split_sizes(n, parts, "")
+    if parts <= 6:
+        return ",".join(map(str, s))
+    return f"{parts} × {s[0]}" + (f"–{s[-1]}" if s[0] != s[-1] else "")
+
+
+def main(micro_batches: int = M, batch: int = B, layers: int | None = None) -> dict:
+    p, m = dist.get_world_size(), micro_batches
+    cfg = replace(MODEL, n_layer=max(MODEL.n_layer, p) if layers is None else layers)
+    for n, parts, what in (
+        (cfg.n_layer, p, "blocks"),
+        (cfg.n_head, p, "heads"),
+        (batch, m, "sequences"),
+    ):
+        try:  # every rank refuses before any rank waits on another
+            split_sizes(n, parts, what)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
     rows: list = [None] * p
-    dist.all_gather_object(rows, check_all(cfg))  # rank 0 collects every rank's view
+    dist.all_gather_object(rows, check_all(cfg, batch, m))  # rank 0 gets every view
     schedules = [r["schedule"] for r in rows]
     bubble = bubble_fraction(schedules)
-    assert bubble == gpipe_bubble(p, cfg.m), (
-        f"pipeline bubble {bubble}, paper says {gpipe_bubble(p, cfg.m)}"
-    )
+    assert bubble == gpipe_bubble(p, m), f"bubble {bubble} ≠ {gpipe_bubble(p, m)}"
     tables = {k: [r[k] for r in rows] for k in ("data", "model", "pipeline", "tensor")}
-    worst = {
-        k: max(
-            v
-            for r in t
-            for c, v in r.items()
-            if c == "max abs diff" and isinstance(v, float)
-        )
-        for k, t in tables.items()
-    }
-
-    T = 1 + max(t for s in schedules for _, t in s)
-    print0(
-        f"{cfg.L} blocks x + W2·GELU(W1·x + b1) + b2, d={cfg.d}, h={cfg.h}; batch {cfg.B}; "
-        f"{p} rank{'s' * (p > 1)}, {dist.get_backend()}; max|Δ| from the unsplit model:"
-    )
-    lines = [
-        (
-            "data parallel",
-            f"batch shards {[len(c) for c in torch.arange(cfg.B).tensor_split(p)]}, "
-            f"all-reduce {tables['data'][0]['params']} grads",
-            "grads",
-            worst["data"],
-        ),
-        (
-            "model parallel",
-            f"blocks {[len(stage_blocks(cfg.L, p, r)) for r in range(p)]}, "
-            f"{p - 1} sends of ({cfg.B}, {cfg.d})",
-            "output",
-            worst["model"],
-        ),
-        (
-            f"pipeline, m={cfg.m}",
-            f"micro-batches {split_sizes(cfg.B, cfg.m, 'samples')}, {T} steps",
-            "output",
-            worst["pipeline"],
-        ),
-        (
-            "tensor parallel",
-            f"hidden units {split_sizes(cfg.h, p, 'hidden units')}, "
-            f"{2 * cfg.L} all-reduces of ({cfg.B}, {cfg.d})",
-            "output, grads",
-            worst["tensor"],
-        ),
+    worst = [
+        max(r["max abs diff"] for r in t if isinstance(r["max abs diff"], float))
+        for t in tables.values()
     ]
-    width = max(len(what) for _, what, _, _ in lines)
-    for name, what, checked, delta in lines:
-        print0(f"  {name:<16} {what:<{width}}  {checked:<13} {delta:.1e} ✓")
-    grid = schedule_rows(schedules)
+    T = 1 + max(t for s in schedules for _, t in s)
+    L, N, d = cfg.n_layer, cfg.block_size, cfg.n_embd
     print0(
-        f"pipeline schedule (F<j>: forward of micro-batch j), bubble {bubble} = (p-1)/(m+p-1) ✓"
+        f"GPT: {L} blocks, d={d}, {cfg.n_head} heads, V={cfg.vocab_size}; "
+        f"batch B={batch} of N={N} tokens; {p} rank{'s' * (p > 1)}, "
+        f"{dist.get_backend()}"
     )
-    for r in grid:
-        print0(
-            "  "
-            + r["stage"]
-            + " "
-            + " ".join(f"{c:>3}" for k, c in r.items() if k != "stage")
-        )
-    gantt = schedule_gantt(
-        schedules, f"GPipe forward, p = {p}, m = {cfg.m}: recorded clock steps"
-    )
+    print0("max |Δ| from the unsplit model:")
+    for name, checked, what, delta in zip(
+        ("data", "model", f"pipeline m={m}", "tensor"),
+        ("grads", "logits", "logits", "logits+grads"),
+        (
+            f"shards {_sizes(batch, p)}; all-reduce {_numel(GPT(cfg)):,} grads",
+            f"blocks {_sizes(L, p)}; {p - 1} sends of (B, N, d)",
+            f"micro-batches {_sizes(batch, m)}; {T} steps",
+            f"heads {_sizes(cfg.n_head, p)}; {4 * L} all-reduces of (B, N, d)",
+        ),
+        worst,
+    ):
+        print0(f"  {name:<13} {delta:.1e} ✓ {checked:<12}  {what}")
+    print0(f"GPipe forward (F<j>: micro-batch j), bubble {bubble} = (p-1)/(m+p-1) ✓")
+    grid = schedule_rows(schedules)
+    for r in grid if 4 * T + 8 <= 88 else []:  # wider: only the chart and the table
+        cells = " ".join(f"{c:>3}" for k, c in r.items() if k != "stage")
+        print0(f"  {r['stage']} {cells}")
+    title = f"GPipe forward, p = {p}, m = {m}: recorded clock steps"
     return {
         "tables": {**tables, "schedule": grid},
-        "markdown": {"gantt": gantt},
+        "markdown": {"gantt": schedule_gantt(schedules, title)},
         "world_size": p,
         "bubble": float(bubble),
-        "config": asdict(cfg),
+        "config": {**asdict(cfg), "batch": batch, "micro_batches": m},
     }
 
 

@@ -1,77 +1,91 @@
-"""nvlink_vs_pcie: DDP gradients equal the full-batch oracle; each variant's ranks see their own NCCL_P2P_DISABLE."""
+"""nvlink_vs_pcie: DDP gradients equal the full-batch oracle; each variant's ranks see
+their own NCCL_P2P_DISABLE; bad options are one line and exit 2."""
 
 from __future__ import annotations
 
 import copy
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 from snippets.core.runtime import launch
-from snippets.hardware.nvlink_vs_pcie import GPTConfig, TinyGPT, ddp_step_seconds, main
+from snippets.hardware.nvlink_vs_pcie import SIZES, Workload, ddp_step_seconds, main
+from snippets.models.tiny_gpt import GPT, GPTConfig
 
-ODD = GPTConfig(vocab=37, d=24, layers=1, heads=3, seq=7, batch=3)
+ODD = Workload(GPTConfig(37, 7, 1, n_head=3, n_embd=24), batch=3)
 
 
 def _three_ranks() -> dict:
-    # the module's own check runs inside; here an independent one: after one DDP step with
-    # SGD, every rank holds the weights of a single model stepped on the whole batch
+    # the module's own check runs inside; here an independent one: after one DDP step
+    # with SGD, every rank holds the weights of one model stepped on the whole batch
     out = ddp_step_seconds(ODD, iters=2)
-    rank, p = dist.get_rank(), dist.get_world_size()
-    torch.manual_seed(0)
-    model = TinyGPT(ODD)
+    rank, p, cfg = dist.get_rank(), dist.get_world_size(), ODD.model
+    model = GPT(cfg, seed=0)
     ref = copy.deepcopy(model)
-    x = torch.randint(ODD.vocab, (p * ODD.batch, ODD.seq))
-    y = torch.randint(ODD.vocab, (p * ODD.batch, ODD.seq))
+    x, y = torch.randint(cfg.vocab_size, (2, p * ODD.batch, cfg.block_size))
+    x, y = x.clone(), y.clone()
+    for t in (x, y):  # the same global batch everywhere: rank 0's
+        dist.broadcast(t, 0)
     ddp = torch.nn.parallel.DistributedDataParallel(model)
-    opt, ref_opt = (
-        torch.optim.SGD(ddp.parameters(), lr=0.1),
-        torch.optim.SGD(ref.parameters(), lr=0.1),
-    )
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)
     mine = slice(rank * ODD.batch, (rank + 1) * ODD.batch)
-    F.cross_entropy(ddp(x[mine]).flatten(0, 1), y[mine].flatten()).backward()
+    ddp(x[mine], y[mine])[1].backward()
     opt.step()
-    F.cross_entropy(ref(x).flatten(0, 1), y.flatten()).backward()
+    ref(x, y)[1].backward()
     ref_opt.step()
     for a, b in zip(model.parameters(), ref.parameters()):
-        assert torch.allclose(a, b, atol=1e-5), (
-            "DDP step differs from the full-batch step"
-        )
+        assert torch.allclose(a, b, atol=1e-5), "DDP step differs from the full batch"
     return out
 
 
 def test_ddp_matches_full_batch_three_ranks() -> None:
     outs = launch(_three_ranks, 3, backend="gloo", timeout_s=90)
     assert all(o["ranks"] == 3 and o["step_s"] > 0 for o in outs)
-    assert (
-        len({o["step_s"] for o in outs}) == 1
-    )  # time_it: every rank reports the slowest rank's time
+    assert len({o["step_s"] for o in outs}) == 1  # every rank reports the slowest's
 
 
 def test_both_variants_and_their_environment(capsys) -> None:
     before = os.environ.get("NCCL_P2P_DISABLE")
     out = main(size="tiny", iters=2)
-    assert [r["NCCL_P2P_DISABLE"] for r in out["runs"]] == [
-        "0",
-        "1",
-    ]  # read inside the spawned ranks
-    assert (
-        os.environ.get("NCCL_P2P_DISABLE") == before
-    )  # the parent's environment is put back
-    steps = out["runs"]
+    runs = out["runs"]
+    assert [r["NCCL_P2P_DISABLE"] for r in runs] == ["0", "1"]  # read in the ranks
+    assert os.environ.get("NCCL_P2P_DISABLE") == before  # the parent's is put back
     assert out["ratio_off_over_on"] == pytest.approx(
-        steps[1]["step_s"] / steps[0]["step_s"]
+        runs[1]["step_s"] / runs[0]["step_s"]
     )
+    assert runs[0]["params"] == SIZES["tiny"].model.num_params()
+    printed = capsys.readouterr().out
+    assert max(len(line) for line in printed.splitlines()) <= 88
     if out["backend"] == "gloo":
-        assert "ratio is noise" in capsys.readouterr().out
+        assert "ratio is noise" in printed
 
 
-def test_bad_arguments() -> None:
-    with pytest.raises(ValueError):
-        main(size="huge")
+def test_the_small_size_is_the_one_the_note_describes() -> None:
+    # the note: "about 49 million parameters ... about 196 MB of fp32 gradients"
+    n = SIZES["small"].model.num_params()
+    assert round(n / 1e6) == 49 and round(4 * n / 1e6) == 196
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [(["--iters", "0"], "--iters"), (["--iters", "x"], "--iters"),
+     (["--size", "huge"], "--size")],
+)  # fmt: skip
+def test_bad_options_are_one_line_and_exit_2(argv: list[str], says: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "snippets", "run", "nvlink_vs_pcie", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and says in proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
 
 
 @pytest.mark.gpu

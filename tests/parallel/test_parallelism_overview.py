@@ -1,157 +1,157 @@
-"""parallelism: every split must compute what the unsplit model computes, on any number of
-ranks, and the recorded pipeline schedule must have GPipe's bubble."""
+"""parallelism_overview: every split of the shared GPT must compute what the unsplit
+model computes, on any number of ranks, and the recorded pipeline schedule must have
+GPipe's bubble."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from dataclasses import replace
 from fractions import Fraction
 
 import pytest
 import torch
 import torch.distributed as dist
 import torch.nn as nn
+import torch.nn.functional as F
 from torch.testing import assert_close
 
 from snippets.core.cli import snippet_options
 from snippets.core.runtime import launch
-from snippets.parallel import parallelism as par
+from snippets.models.tiny_gpt import GPT, GPTConfig
+from snippets.parallel import layer_split as ls
+from snippets.parallel import parallelism_overview as ov
+from snippets.parallel import weight_split as ws
+from snippets.parallel.batch_split import batch_split_step
 
-CONFIGS = [
-    par.Config(),  # the defaults main() uses (with L raised to p when p > 6)
-    par.Config(
-        d=5, h=13, L=7, B=3, m=2, seed=3
-    ),  # odd sizes; on 5 ranks two data shards are empty
+# (model, batch, micro-batches): the defaults main() uses (L raised to p when p > 6),
+# and odd sizes with tied embeddings and no biases; on 5 ranks two shards are empty.
+CASES = [
+    (ov.MODEL, ov.B, ov.M),
+    (GPTConfig(11, 5, 7, n_head=5, n_embd=15, bias=False), 3, 2),
 ]
 
 
-def unsplit(cfg: par.Config) -> tuple[nn.Sequential, torch.Tensor, torch.Tensor]:
-    """The oracle, written the ordinary way: whole model, whole batch, mean squared error."""
-    model = par.build_model(cfg)
-    x, target = par.make_batch(cfg)
-    x = x.clone().requires_grad_()
-    y = model(x)  # (B, d)
-    ((y - target) ** 2).sum(-1).mean().backward()
-    return model, x, y.detach()
+def oracle(cfg: GPTConfig, B: int) -> tuple[GPT, torch.Tensor, torch.Tensor]:
+    """Written the ordinary way: whole model, whole batch, mean cross-entropy."""
+    model = GPT(cfg)
+    idx, targets = ov.make_batch(cfg, B)
+    logits, _ = model(idx)
+    loss = F.cross_entropy(logits.reshape(-1, cfg.vocab_size), targets.reshape(-1))
+    loss.backward()
+    return model, logits.detach(), loss.detach()
 
 
 def rank_checks() -> dict:
-    """Every strategy on this rank against the unsplit model; returns what the parent checks."""
+    """Every split on this rank against the unsplit model; returns what the parent
+    checks."""
     rank, p = dist.get_rank(), dist.get_world_size()
     found = {}
-    for k, cfg in enumerate(CONFIGS):
-        cfg = par.Config(**{**vars(cfg), "L": max(cfg.L, p)})
-        model, x_ref, y = unsplit(cfg)
-        x, target = par.make_batch(cfg)
+    for k, (cfg, B, m) in enumerate(CASES):
+        cfg = replace(cfg, n_layer=max(cfg.n_layer, p))
+        model, logits, loss = oracle(cfg, B)
+        idx, targets = ov.make_batch(cfg, B)
 
-        dp = par.build_model(cfg)
-        loss = par.data_parallel_step(dp, x, target)
-        assert_close(loss, ((y - target) ** 2).sum(-1).mean())
+        dp = GPT(cfg)
+        assert_close(batch_split_step(dp, idx, targets), loss)
         for mine, ref in zip(dp.parameters(), model.parameters()):
             assert_close(mine.grad, ref.grad)
 
-        blocks = par.stage_blocks(cfg.L, p, rank)
-        stage = nn.Sequential(*[model[i] for i in blocks])
         with torch.no_grad():
-            y_mp = par.model_parallel_forward(stage, x)
-            y_pp, schedule = par.pipeline_forward(stage, x, cfg.m)
+            y_mp = ls.layer_split_forward(model, idx)
+            y_pp, schedule = ls.gpipe_forward(model, idx, m)
         if rank == p - 1:
-            assert_close(y_mp, y)
-            assert_close(y_pp, y)
+            assert_close(y_mp, logits)
+            assert_close(y_pp, logits)
         else:
             assert y_mp is None and y_pp is None
 
-        tp = nn.Sequential(*[par.TensorParallelBlock(b) for b in model])
-        x_tp = x.clone().requires_grad_()
-        y_tp = tp(x_tp)
-        ((y_tp - target) ** 2).sum(-1).mean().backward()
-        assert_close(y_tp.detach(), y)
-        assert_close(x_tp.grad, x_ref.grad)
-        pieces: list = [
-            None
-        ] * p  # every rank's slices, put back together, must be the full gradient
+        tp = GPT(cfg)
+        tp.blocks = nn.ModuleList(ws.weight_split_block(b) for b in tp.blocks)
+        tp_logits, _ = tp(idx)
+        tp_loss = F.cross_entropy(tp_logits.flatten(0, 1), targets.flatten())
+        tp_loss.backward()
+        assert_close(tp_logits.detach(), logits)
+        # The embedding's gradient is right only because f sums every rank's part.
+        assert_close(tp.tok_emb.weight.grad, model.tok_emb.weight.grad)
+        pieces: list = [None] * p  # every rank's slices, put together: the full grads
         dist.all_gather_object(
-            pieces, [(b.w1.grad.cpu(), b.b1.grad.cpu(), b.w2.grad.cpu()) for b in tp]
-        )
-        for i, ref in enumerate(model):
-            assert_close(
-                torch.cat([pc[i][0] for pc in pieces]), ref.fc1.weight.grad.cpu()
-            )
-            assert_close(
-                torch.cat([pc[i][1] for pc in pieces]), ref.fc1.bias.grad.cpu()
-            )
-            assert_close(
-                torch.cat([pc[i][2] for pc in pieces], dim=1), ref.fc2.weight.grad.cpu()
-            )
-            assert_close(tp[i].b2.grad, ref.fc2.bias.grad)
+            pieces,
+            [
+                (b.attn.inner.q.weight.grad, b.attn.inner.proj.weight.grad,
+                 b.mlp.inner.fc.weight.grad, b.mlp.inner.proj.weight.grad)
+                for b in tp.blocks
+            ],
+        )  # fmt: skip
+        for i, ref in enumerate(model.blocks):
+            for j, (dense, dim) in enumerate(
+                [
+                    (ref.attn.q, 0),
+                    (ref.attn.proj, 1),
+                    (ref.mlp.fc, 0),
+                    (ref.mlp.proj, 1),
+                ]
+            ):
+                got = torch.cat([pc[i][j] for pc in pieces], dim=dim)
+                assert_close(got, dense.weight.grad)
+            assert_close(tp.blocks[i].ln1.weight.grad, ref.ln1.weight.grad)
 
-        # Without f's all-reduce in backward, the input gradient is wrong on more than one rank.
-        backward = par.CopyToTensorParallel.backward
-        par.CopyToTensorParallel.backward = staticmethod(lambda ctx, grad: (grad, None))
+        backward = ws.AllReduceBackward.backward  # without f's all-reduce: wrong
+        ws.AllReduceBackward.backward = staticmethod(lambda ctx, grad: (grad, None))
         try:
-            x_bad = x.clone().requires_grad_()
-            ((tp(x_bad) - target) ** 2).sum(-1).mean().backward()
+            tp.zero_grad()
+            F.cross_entropy(tp(idx)[0].flatten(0, 1), targets.flatten()).backward()
         finally:
-            par.CopyToTensorParallel.backward = backward
+            ws.AllReduceBackward.backward = backward
         found[k] = {
-            "blocks": list(blocks),
+            "blocks": list(ls.part(cfg.n_layer, p, rank, "blocks")),
             "schedule": schedule,
-            "m": cfg.m,
-            "L": cfg.L,
-            "f_matters": not torch.allclose(x_bad.grad, x_ref.grad),
+            "m": m,
+            "L": cfg.n_layer,
+            "f_matters": not torch.allclose(
+                tp.tok_emb.weight.grad, model.tok_emb.weight.grad
+            ),
         }
-    found["main"] = par.main()
+    found["main"] = ov.main()
     return found
 
 
 @pytest.mark.parametrize("p", [1, 2, 3, 5])
 def test_every_split_matches_the_unsplit_model(p: int) -> None:
-    ranks = launch(rank_checks, p, backend="gloo", timeout_s=60)
-    for k in range(len(CONFIGS)):
+    ranks = launch(rank_checks, p, backend="gloo", timeout_s=120)
+    for k in range(len(CASES)):
         per_rank = [r[k] for r in ranks]
         L, m = per_rank[0]["L"], per_rank[0]["m"]
-        assert sum((r["blocks"] for r in per_rank), []) == list(
-            range(L)
-        )  # contiguous, all, once
-        assert (
-            max(len(r["blocks"]) for r in per_rank)
-            - min(len(r["blocks"]) for r in per_rank)
-            <= 1
-        )
-        for rank, r in enumerate(
-            per_rank
-        ):  # GPipe: stage s runs micro-batch j at step s + j
+        held = [r["blocks"] for r in per_rank]
+        assert sum(held, []) == list(range(L))  # contiguous, all, once
+        assert max(map(len, held)) - min(map(len, held)) <= 1
+        for rank, r in enumerate(per_rank):  # GPipe: stage s runs j at step s + j
             assert r["schedule"] == [(j, rank + j) for j in range(m)]
-        assert par.bubble_fraction([r["schedule"] for r in per_rank]) == Fraction(
-            p - 1, m + p - 1
-        )
+        schedules = [r["schedule"] for r in per_rank]
+        assert ls.bubble_fraction(schedules) == Fraction(p - 1, m + p - 1)
         assert all(r["f_matters"] for r in per_rank) == (p > 1)
     result = ranks[0]["main"]
-    assert result["world_size"] == p and result["bubble"] == (p - 1) / (
-        par.Config.m + p - 1
-    )
+    assert result["world_size"] == p
+    assert result["bubble"] == (p - 1) / (ov.M + p - 1)
+    tables = result["tables"]
     for name in ("data", "model", "pipeline", "tensor"):
-        rows = result["tables"][name]
-        assert [row["rank"] for row in rows] == list(range(p))
-        assert all(
-            row["max abs diff"] < 1e-5
-            for row in rows
-            if isinstance(row["max abs diff"], float)
-        )
+        assert [row["rank"] for row in tables[name]] == list(range(p))
+        diffs = [row["max abs diff"] for row in tables[name]]
+        assert all(x < 1e-5 for x in diffs if isinstance(x, float))
+    cfg = replace(ov.MODEL, n_layer=max(ov.MODEL.n_layer, p))
+    total, d = cfg.num_params(), cfg.n_embd
+    assert tables["data"][0]["params"] == total
+    assert sum(row["params"] for row in tables["model"]) == total  # untied: a partition
+    replicated = total - cfg.n_layer * (12 * d * d + 7 * d)  # norms, out-biases, ends
     assert (
-        sum(row["params"] for row in result["tables"]["model"])
-        == result["tables"]["data"][0]["params"]
+        sum(row["params"] for row in tables["tensor"]) == total + (p - 1) * replicated
     )
-    assert sum(row["params"] for row in result["tables"]["tensor"]) == (
-        result["tables"]["data"][0]["params"]
-        + (p - 1) * par.Config.d * max(par.Config.L, p)
-    )  # b2 is replicated
-    gantt = result["markdown"][
-        "gantt"
-    ]  # drawn from the recorded schedule: stage s, micro-batch j at s + j
-    assert gantt.count(" : ") == p * par.Config.m
+    gantt = result["markdown"]["gantt"]  # from the recorded schedule: s, j at s + j
+    assert gantt.count(" : ") == p * ov.M
     assert all(
         f"F{j} : s{s}m{j}, {1000 * (s + j)}, {1000 * (s + j + 1)}\n" in gantt
         for s in range(p)
-        for j in range(par.Config.m)
+        for j in range(ov.M)
     )
 
 
@@ -159,29 +159,25 @@ def test_every_split_matches_the_unsplit_model(p: int) -> None:
 def test_bubble_of_a_gpipe_and_a_sequential_schedule(p: int, m: int) -> None:
     gpipe = [[(j, s + j) for j in range(m)] for s in range(p)]
     assert (
-        par.bubble_fraction(gpipe)
-        == par.gpipe_bubble(p, m)
-        == Fraction(p - 1, m + p - 1)
+        ls.bubble_fraction(gpipe) == ls.gpipe_bubble(p, m) == Fraction(p - 1, m + p - 1)
     )
-    one_at_a_time = [
-        [(j, s * m + j) for j in range(m)] for s in range(p)
-    ]  # naive model parallel
-    assert par.bubble_fraction(one_at_a_time) == Fraction(p - 1, p)
+    one_at_a_time = [[(j, s * m + j) for j in range(m)] for s in range(p)]
+    assert ls.bubble_fraction(one_at_a_time) == Fraction(p - 1, p)  # naive split
 
 
 @pytest.mark.parametrize("n, parts", [(10, 4), (7, 3), (32, 5), (6, 6), (1, 1)])
 def test_split_sizes_agree_with_tensor_split(n: int, parts: int) -> None:
-    assert par.split_sizes(n, parts, "x") == [
-        len(c) for c in torch.arange(n).tensor_split(parts)
-    ]
-    ranges = [par.stage_blocks(n, parts, r) for r in range(parts)]
-    assert [i for r in ranges for i in r] == list(range(n))
+    expected = [len(c) for c in torch.arange(n).tensor_split(parts)]
+    assert ls.split_sizes(n, parts, "x") == expected
+    assert [i for r in range(parts) for i in ls.part(n, parts, r, "x")] == list(
+        range(n)
+    )
 
 
 @pytest.mark.parametrize("n, parts", [(3, 5), (4, 0)])
 def test_split_sizes_rejects_empty_parts(n: int, parts: int) -> None:
     with pytest.raises(ValueError, match="cannot split"):
-        par.split_sizes(n, parts, "blocks")
+        ls.split_sizes(n, parts, "blocks")
 
 
 @pytest.mark.parametrize(
@@ -190,12 +186,23 @@ def test_split_sizes_rejects_empty_parts(n: int, parts: int) -> None:
 def test_bad_option_is_one_line_and_exit_2(
     argv: list[str], capsys: pytest.CaptureFixture
 ) -> None:
-    with pytest.raises(
-        SystemExit
-    ) as exit_:  # the parser `python -m snippets run parallelism` uses
-        snippet_options(par, argv, "python -m snippets run parallelism")
+    with pytest.raises(SystemExit) as exit_:  # the parser `snippets run` uses
+        snippet_options(ov, argv, "python -m snippets run parallelism_overview")
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and argv[0] in err
-    good = snippet_options(par, ["--micro-batches", "8"], "p")
-    assert good == {"micro_batches": 8, "batch": par.Config.B, "layers": None}
+    good = snippet_options(ov, ["--micro-batches", "8"], "p")
+    assert good == {"micro_batches": 8, "batch": ov.B, "layers": None}
+
+
+def test_more_micro_batches_than_sequences_is_one_line_and_exit_2() -> None:
+    cmd = [sys.executable, "-m", "snippets", "run", "parallelism_overview", "-n", "1"]
+    proc = subprocess.run(
+        cmd + ["--batch", "3", "--micro-batches", "4"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert "cannot split 3 sequences into 4" in proc.stderr

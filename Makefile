@@ -1,7 +1,11 @@
 # Two commands set everything up on a fresh machine:
-#   make serve   install, run every snippet, build the site, serve it on http://127.0.0.1:8000
-#   make test    install, then the whole test suite
-# Also: make site (static build into site/), make results (run-all only), make clean.
+#   make serve      install, run every snippet, build the site, serve it on 127.0.0.1:8000
+#   make test       install, then ruff (lint, format) and the whole test suite
+# Also: make site (static build into site/), make results (run-all only), make clean, and
+#   make gpu-check  on a machine with one CUDA GPU: every GPU test, the attention
+#                   TFLOP/s and the GPU snippets' results in under 8 minutes, with a
+#                   report in results/gpu_check.md. Where torch is already installed and
+#                   there is no network: make gpu-check GPU_PYTHON=python3
 
 PYTHON ?= python3
 VENV   := .venv
@@ -10,7 +14,10 @@ EXTRAS ?= site,test,triton
 export NO_MKDOCS_2_WARNING := 1
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: install results site serve test clean
+# The Python gpu-check runs under: this venv (installed first), or one named on the line.
+GPU_PYTHON ?= $(BIN)/python
+
+.PHONY: install results site serve test lint gpu-check clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,8 +40,15 @@ site: results
 serve: results
 	$(BIN)/mkdocs serve --strict --dev-addr 127.0.0.1:8000
 
-test: install
+lint: $(BIN)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+test: install lint
 	$(BIN)/python -m pytest --codeblocks
+
+gpu-check: $(if $(filter $(BIN)/python,$(GPU_PYTHON)),$(BIN)/.installed)
+	$(GPU_PYTHON) -m snippets.core.gpu_check
 
 clean:
 	rm -rf site results .cache

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-import snippets  # noqa: F401  first: it picks Triton's interpreter on a CPU before anything imports triton
+# First: on a CPU, importing snippets picks Triton's interpreter before triton loads.
+import snippets  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -35,7 +36,7 @@ def process_children(pid: int) -> list[int]:
 
 @pytest.fixture(scope="session")
 def results_dir() -> Path:
-    """results/ brought up to date by run-all (cached: unchanged snippets are not rerun)."""
+    """results/ brought up to date by run-all (cached: unchanged code is not rerun)."""
     proc = subprocess.run(
         [sys.executable, "-m", "snippets", "run-all"],
         cwd=REPO,

@@ -8,6 +8,7 @@ before any rank starts: one line on stderr, exit status 2, no traceback.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from typing import Any, Callable
 
@@ -18,7 +19,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-n",
         "--nproc",
-        type=int,
+        type=positive_int,
         default=None,
         metavar="N",
         help="number of ranks (default: the snippet's own)",
@@ -28,24 +29,47 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--timeout",
-        type=float,
+        type=positive_float,
         default=None,
         metavar="S",
         help="process-group timeout in seconds",
     )
 
 
-def positive_int(text: str) -> int:
-    """An argparse ``type=`` for counts: a whole number ≥ 1, or a one-line usage error."""
+def _number(text: str, kind: type, least: float, strict: bool) -> Any:
     try:
-        value = int(text)
+        value = kind(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a whole number, got {text!r}"
-        ) from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+        what = "a whole number" if kind is int else "a number"
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if kind is float and not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    if value < least or (strict and value == least):
+        bound = "greater than" if strict else "at least"
+        raise argparse.ArgumentTypeError(f"must be {bound} {least:g}, got {value:g}")
     return value
+
+
+# Every option that takes a number uses one of these as its argparse ``type=``, so bad
+# input is refused by the parser (a test walks every parser and holds them to it).
+def positive_int(text: str) -> int:
+    """A count: a whole number ≥ 1."""
+    return _number(text, int, 1, strict=False)
+
+
+def nonnegative_int(text: str) -> int:
+    """A whole number ≥ 0 (0 often means "skip" or "none")."""
+    return _number(text, int, 0, strict=False)
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0: a size, a time, a rate."""
+    return _number(text, float, 0, strict=True)
+
+
+def nonnegative_float(text: str) -> float:
+    """A finite number ≥ 0."""
+    return _number(text, float, 0, strict=False)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -56,16 +80,14 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def guarded(body: Callable[[], int]) -> int:
-    """Turn the two expected failures into exit codes: 2 for bad input, 1 for a failed rank."""
+    """The two expected failures as exit codes: 2 for bad input, 1 for a failed rank."""
     try:
         return body()
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except RankError as exc:
-        if (
-            exc.usage is not None
-        ):  # a rank refused bad input: the same one line as anywhere else
+        if exc.usage is not None:  # a rank refused bad input: the same one line
             print(f"error: {exc.usage}", file=sys.stderr)
             return 2
         for line in exc.remote_traceback.rstrip().splitlines():
@@ -78,8 +100,8 @@ def guarded(body: Callable[[], int]) -> int:
 
 
 def snippet_options(module: Any, argv: list[str], prog: str) -> dict:
-    """A snippet's own options: it may define ``add_arguments(parser)``; the parsed values
-    are passed to ``main`` as keyword arguments."""
+    """A snippet's own options: it may define ``add_arguments(parser)``; the parsed
+    values are passed to ``main`` as keyword arguments."""
     parser = OneLineParser(prog=prog)
     if hasattr(module, "add_arguments"):
         module.add_arguments(parser)

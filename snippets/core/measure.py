@@ -1,5 +1,5 @@
-"""Shared measuring tools for benchmarks: a timer that waits for the GPU and agrees across
-ranks, and nccl-tests' definitions of bandwidth.
+"""Shared measuring tools for benchmarks: a timer that waits for the GPU and agrees
+across ranks, nccl-tests' definitions of bandwidth, and measured peak memory.
 
 Benchmarks report ratios measured in one run (ours ÷ the built-in), never a bare time
 as pass/fail: two numbers from the same machine, minutes apart, are comparable; a number
@@ -30,8 +30,8 @@ def time_it(
     device: torch.device | None = None,
     group: dist.ProcessGroup | None = None,
 ) -> float:
-    """Median seconds of ``fn()``. With ``group``, every rank starts each iteration together
-    (a barrier) and the slowest rank's time counts, as nccl-tests does."""
+    """Median seconds of ``fn()``. With ``group``, every rank starts each iteration
+    together (a barrier) and the slowest rank's time counts, as nccl-tests does."""
     for _ in range(warmup):
         fn()
     _sync(device)
@@ -79,12 +79,13 @@ def busbw(
 def peak_memory_bytes(
     fn: Callable[[], object], device: torch.device | None = None
 ) -> int:
-    """Measured peak of the memory ``fn()`` allocates on ``device``, above what was already
-    live when it started (bytes). Nothing is computed from shapes: this counts allocations.
+    """Measured peak of the memory ``fn()`` allocates on ``device``, above what was
+    already live when it started (bytes). Nothing is computed from shapes: this counts
+    allocations.
 
     CUDA: the caching allocator's own high-water mark (``max_memory_allocated``).
     CPU: torch's profiler records every allocation and free of the CPU allocator
-    (``profile_memory=True``); the running sum of those events, in time order, peaks here.
+    (``profile_memory=True``); the running sum of those events, in time order, peaks.
     """
     device = torch.device("cpu") if device is None else torch.device(device)
     if device.type == "cuda":
@@ -96,8 +97,8 @@ def peak_memory_bytes(
         return torch.cuda.max_memory_allocated(device) - before
     from torch.profiler import ProfilerActivity, profile
 
-    # Kineto prints two "USDT" lines to stderr per profile unless told not to; it reads this
-    # when the profiler first starts (a value set by the user wins).
+    # Kineto prints two "USDT" lines to stderr per profile unless told not to; it reads
+    # this when the profiler first starts (a value set by the user wins).
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         fn()

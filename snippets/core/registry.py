@@ -10,8 +10,8 @@ snippet is found by reading ``docs/`` for its include lines.
 from __future__ import annotations
 
 import ast
+import difflib
 import importlib
-import pkgutil
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -19,6 +19,7 @@ from pathlib import Path
 from types import ModuleType
 
 import snippets
+from snippets.core.errors import UsageError
 from snippets.core.runtime import Spec
 
 PACKAGE_DIR = Path(snippets.__file__).resolve().parent
@@ -40,19 +41,36 @@ class Entry:
         return Path(self.module.__file__)
 
 
+def walk(package_dir: Path, package: str = "snippets") -> tuple[str, ...]:
+    """Every public module (dotted) in the packages under ``package_dir``, read from the
+    file tree: a folder is a package if it has an ``__init__.py``; ``_private`` files
+    and ``__main__`` (the CLI) are not modules here. Sorted by leaf name.
+
+    Two modules with the same leaf name are refused: the leaf is the registry key and
+    the name of its results files.
+    """
+    found: dict[str, str] = {}
+    for path in sorted(package_dir.rglob("*.py")):
+        parts = path.relative_to(package_dir).with_suffix("").parts
+        folders = [package_dir.joinpath(*parts[:i]) for i in range(len(parts))]
+        if path.stem.startswith("_") or not all(
+            (f / "__init__.py").is_file() for f in folders
+        ):
+            continue
+        dotted = ".".join((package, *parts))
+        if path.stem in found:
+            raise RuntimeError(
+                f"{found[path.stem]} and {dotted} share the leaf name {path.stem!r}: "
+                "leaf names are the registry key, so rename one"
+            )
+        found[path.stem] = dotted
+    return tuple(found[leaf] for leaf in sorted(found))
+
+
 @cache
 def module_names() -> tuple[str, ...]:
-    """Every module under ``snippets`` (dotted), walking the packages; never the CLI."""
-    found = []
-    for info in pkgutil.walk_packages([str(PACKAGE_DIR)], prefix="snippets."):
-        leaf = info.name.rsplit(".", 1)[1]
-        if not info.ispkg and not leaf.startswith("_"):
-            found.append(info.name)
-    leaves = [n.rsplit(".", 1)[1] for n in found]
-    twice = sorted({leaf for leaf in leaves if leaves.count(leaf) > 1})
-    if twice:  # the leaf is the registry key and the results file name
-        raise RuntimeError(f"two snippets modules share the leaf name {twice[0]!r}")
-    return tuple(sorted(found, key=lambda n: n.rsplit(".", 1)[1]))
+    """Every public module under ``snippets`` (dotted); never the CLI."""
+    return walk(PACKAGE_DIR)
 
 
 def _modules() -> list[ModuleType]:
@@ -66,6 +84,19 @@ def snippets_by_name() -> dict[str, Entry]:
         if isinstance(getattr(m, "SPEC", None), Spec)
         and callable(getattr(m, "main", None))
     }
+
+
+def snippet(name: str) -> Entry:
+    """The snippet called ``name``, or a one-line error that suggests the nearest."""
+    found = snippets_by_name()
+    if name not in found:
+        close = difflib.get_close_matches(name, found, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise UsageError(
+            f"unknown snippet {name!r}: {hint}"
+            f"'python -m snippets list' shows all {len(found)}"
+        )
+    return found[name]
 
 
 def benches_by_name() -> dict[str, ModuleType]:
@@ -128,10 +159,20 @@ def local_imports(path: Path) -> set[Path]:
     return found
 
 
+def _enclosing_packages(path: Path) -> list[Path]:
+    """The ``__init__.py`` files Python runs before this file: ``snippets``, its
+    subpackage, ... (importing ``snippets.comm.plumbing`` runs ``snippets/__init__``
+    and ``snippets/comm/__init__`` first)."""
+    parts = path.resolve().relative_to(REPO_DIR).with_suffix("").parts
+    inits = [module_path(".".join(parts[:i])) for i in range(1, len(parts))]
+    return [p.resolve() for p in inits if p.exists()]
+
+
 def import_closure(path: Path) -> set[Path]:
-    """This file and every ``snippets`` file it imports, transitively."""
+    """This file, its packages' ``__init__`` files and every ``snippets`` file it
+    imports, transitively: every file whose change can change what it does."""
     seen: set[Path] = set()
-    todo = [path.resolve()]
+    todo = [path.resolve(), *_enclosing_packages(path)]
     while todo:
         p = todo.pop()
         if p not in seen:

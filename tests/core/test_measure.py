@@ -1,17 +1,20 @@
-"""Tests for snippets.core.measure."""
+"""snippets.core.measure against what is known: allocations of a known size,
+nccl-tests' published bus-bandwidth factors, and sleeps of a known length."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 import torch
 
-from snippets.core.measure import peak_memory_bytes
+from snippets.core.measure import algbw, busbw, peak_memory_bytes, time_it
 
 MiB = 1 << 20
 SLACK = 64 * 1024  # small tensors the ops make on the side (scalars, shapes)
 
 
-# --- peak_memory_bytes: validated against allocations whose size is known -----------------
+# --- peak_memory_bytes: validated against allocations whose size is known ---
 
 
 def _two_live_at_once() -> None:
@@ -39,9 +42,7 @@ def test_peak_of_tensors_freed_in_turn_is_the_largest():
 
 def test_memory_live_before_the_call_does_not_count():
     resident = torch.zeros(16 * MiB, dtype=torch.uint8)
-    peak = peak_memory_bytes(
-        lambda: resident.add_(1)
-    )  # in place: allocates nothing new
+    peak = peak_memory_bytes(lambda: resident.add_(1))  # in place: nothing new
     assert peak <= SLACK
     assert resident[0] == 1
 
@@ -60,6 +61,29 @@ def test_cuda_peak_counts_a_known_allocation():
     peak = peak_memory_bytes(
         lambda: torch.empty(8 * MiB, dtype=torch.uint8, device=dev), dev
     )
-    assert (
-        8 * MiB <= peak <= 8 * MiB + 2 * MiB
-    )  # the caching allocator rounds blocks up
+    assert 8 * MiB <= peak <= 8 * MiB + 2 * MiB  # the allocator rounds blocks up
+
+
+# --- bandwidth: nccl-tests' doc/PERFORMANCE.md factors ---
+
+
+@pytest.mark.parametrize(
+    "collective, n, factor",
+    [
+        ("all_reduce", 4, 1.5),  # 2(n-1)/n
+        ("all_reduce", 2, 1.0),
+        ("all_gather", 8, 7 / 8),  # (n-1)/n
+        ("reduce_scatter", 5, 4 / 5),
+        ("broadcast", 3, 1.0),
+    ],
+)
+def test_busbw_is_algbw_times_the_nccl_tests_factor(collective, n, factor):
+    size, seconds = 1 << 30, 0.25
+    assert algbw(size, seconds) == 4 * (1 << 30)
+    assert busbw(size, seconds, n, collective) == pytest.approx(4 * (1 << 30) * factor)
+
+
+def test_time_it_takes_the_median_after_the_warmup():
+    pauses = iter([0.2, 0.2, 0.01, 0.05, 0.01])  # two warm-ups, then three timed
+    median = time_it(lambda: time.sleep(next(pauses)), warmup=2, iters=3)
+    assert 0.01 <= median < 0.04

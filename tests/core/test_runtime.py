@@ -1,5 +1,5 @@
-"""The runtime's promises: results come back per rank, a failing rank stops all ranks and is
-named, a deadlock ends at the timeout, and no process is left behind."""
+"""The runtime's promises: results come back per rank, a failing rank stops all ranks
+and is named, a deadlock ends at the timeout, and no process is left behind."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import torch
 import torch.distributed as dist
 from conftest import REPO, process_children
 
+from snippets.core.cli import guarded
 from snippets.core.runtime import RankError, UsageError, choose_backend, launch
 
 
@@ -35,6 +36,12 @@ def everyone_receives() -> None:
     dist.recv(
         buf, src=(dist.get_rank() + 1) % dist.get_world_size()
     )  # nobody sends: a deadlock
+
+
+def rank_one_refuses() -> None:
+    if dist.get_rank() == 1:
+        raise UsageError("--widgets must be even, got 3")
+    dist.barrier()
 
 
 def nap() -> None:
@@ -64,6 +71,22 @@ def test_a_failing_rank_stops_all_and_is_named() -> None:
     assert process_children(os.getpid()) == []
 
 
+def test_bad_input_found_inside_a_rank_is_one_line_and_exit_2(capsys) -> None:
+    def body() -> int:
+        launch(rank_one_refuses, 3, backend="gloo", timeout_s=60)
+        return 0
+
+    assert guarded(body) == 2
+    assert capsys.readouterr().err == "error: --widgets must be even, got 3\n"
+    assert process_children(os.getpid()) == []
+
+
+@pytest.mark.parametrize("timeout_s", [0, -1.0])
+def test_every_group_has_a_timeout(timeout_s: float) -> None:
+    with pytest.raises(UsageError, match="timeout must be more than 0"):
+        launch(rank_and_sum, 2, backend="gloo", timeout_s=timeout_s)
+
+
 def test_a_deadlock_ends_at_the_timeout() -> None:
     start = time.monotonic()
     with pytest.raises(RankError) as err:
@@ -76,7 +99,8 @@ def test_a_deadlock_ends_at_the_timeout() -> None:
 
 def test_ranks_exit_when_the_launcher_is_killed() -> None:
     code = (
-        "import sys; sys.path[:0] = ['tests', 'tests/core']; from test_runtime import nap; "
+        "import sys; sys.path[:0] = ['tests', 'tests/core']; "
+        "from test_runtime import nap; "
         "from snippets.core.runtime import launch; launch(nap, 2, backend='gloo')"
     )
     parent = subprocess.Popen(
@@ -116,22 +140,21 @@ def test_backend_choice_refuses_what_cannot_work() -> None:
         launch(rank_and_sum, 0)
 
 
-def test_torchrun_runs_a_snippet_unchanged() -> None:
+@pytest.mark.parametrize(
+    "entry",
+    [["snippets.comm.process_groups"], ["snippets", "run", "process_groups"]],
+    ids=["module", "layout-free"],
+)
+def test_torchrun_runs_a_snippet_unchanged(entry: list[str]) -> None:
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2"]
+    torchrun.append("--standalone")  # a free port of its own: runs never collide
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nproc-per-node",
-            "2",
-            "--standalone",  # a free port of its own: parallel runs never collide
-            "-m",
-            "snippets.comm.process_groups",
-        ],
+        [*torchrun, "-m", *entry],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "world: 2 ranks, backend gloo; all_reduce(rank) = 1" in proc.stdout
+    assert "world: 2 ranks, backend gloo" in proc.stdout
+    assert "all_reduce(rank) = 1" in proc.stdout  # 0 + 1, summed by both ranks

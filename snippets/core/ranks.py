@@ -1,0 +1,180 @@
+"""Local ranks: join a process group, spawn N of them, watch them, stop them all.
+
+:func:`snippets.core.runtime.launch` uses this when it starts the ranks itself (no
+``torchrun``). Each rank is a fresh interpreter (``spawn``, safe with CUDA and threads);
+they meet through a ``FileStore`` in a private temporary folder, so two runs at once
+never collide. The parent waits on one queue: the first rank to report a failure, or
+to die without a word, stops every other rank at once, and the parent raises
+:class:`~snippets.core.errors.RankError` naming that rank and its cause.
+"""
+
+from __future__ import annotations
+
+import datetime
+import multiprocessing as mp
+import os
+import queue
+import sys
+import tempfile
+import threading
+import traceback
+from typing import Any, Callable
+
+import torch
+import torch.distributed as dist
+
+from snippets.core.errors import RankError, UsageError
+
+
+# --8<-- [start:join]
+def join_group(
+    backend: str, timeout_s: float, rank: int, world_size: int, store_dir: str | None
+) -> None:
+    timeout = datetime.timedelta(seconds=timeout_s)
+    if backend == "nccl":
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
+    if store_dir is None:  # torchrun set MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE
+        dist.init_process_group(backend, timeout=timeout)
+    else:  # local ranks: a file in a private folder is the rendezvous; runs never meet
+        store = dist.FileStore(os.path.join(store_dir, "rendezvous"), world_size)
+        dist.init_process_group(
+            backend, store=store, rank=rank, world_size=world_size, timeout=timeout
+        )
+    if backend == "gloo":  # N ranks share the cores: not a thread per core each
+        local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_ranks))
+
+
+def run_rank(
+    fn: Callable,
+    args: tuple,
+    backend: str,
+    timeout_s: float,
+    rank: int = 0,
+    world_size: int = 1,
+    store_dir: str | None = None,
+) -> Any:
+    join_group(backend, timeout_s, rank, world_size, store_dir)
+    try:
+        return fn(*args)
+    finally:
+        dist.destroy_process_group()
+
+
+# --8<-- [end:join]
+
+
+def _one_line(exc: BaseException) -> str:
+    first = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+    return f"{type(exc).__name__}: {first[:300]}" if first else type(exc).__name__
+
+
+def _exit_with_parent(parent_pid: int) -> None:
+    """If the parent dies (even by SIGKILL), this rank exits too: no orphans."""
+
+    def watch() -> None:
+        while True:
+            if os.getppid() != parent_pid:
+                os._exit(1)
+            threading.Event().wait(0.5)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _child(
+    rank: int,
+    world_size: int,
+    backend: str,
+    timeout_s: float,
+    store_dir: str,
+    fn: Callable,
+    args: tuple,
+    results: Any,
+    parent_pid: int,
+) -> None:
+    _exit_with_parent(parent_pid)
+    os.environ["LOCAL_WORLD_SIZE"] = str(world_size)
+    status, payload = "ok", None
+    try:
+        join_group(backend, timeout_s, rank, world_size, store_dir)
+        payload = fn(*args)
+    except BaseException as exc:  # anything, KeyboardInterrupt included
+        usage = str(exc) if isinstance(exc, UsageError) else None
+        status, payload = "error", (_one_line(exc), traceback.format_exc(), usage)
+    # Report before leaving the group: once this rank's connections close its peers fail
+    # too, and the parent must hear the first cause, not its echoes.
+    results.put((rank, status, payload))
+    results.close()
+    results.join_thread()
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    sys.exit(0 if status == "ok" else 1)
+
+
+def _stop(procs: list) -> None:
+    procs = [p for p in procs if p.pid is not None]  # started ones only
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    for p in procs:
+        p.join(timeout=3)
+        if p.is_alive():
+            p.kill()
+            p.join()
+
+
+def _silent_death(procs: list, values: dict) -> int | None:
+    """The first rank that exited with a failure and has not reported, if any."""
+    dead = [
+        r
+        for r, p in enumerate(procs)
+        if p.exitcode not in (None, 0) and r not in values
+    ]
+    return dead[0] if dead else None
+
+
+# --8<-- [start:spawn]
+def spawn(
+    fn: Callable, args: tuple, world_size: int, backend: str, timeout_s: float
+) -> list:
+    ctx = mp.get_context("spawn")  # fresh interpreters: safe with CUDA and with threads
+    results = ctx.Queue()
+    values: dict[int, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="commonplace-") as store_dir:
+        common = (world_size, backend, timeout_s, store_dir, fn, args, results)
+        procs = [
+            ctx.Process(
+                target=_child,
+                name=f"rank{r}",
+                daemon=True,
+                args=(r, *common, os.getpid()),
+            )
+            for r in range(world_size)
+        ]
+        try:
+            for p in procs:
+                p.start()
+            while len(values) < world_size:
+                try:
+                    rank, status, payload = results.get(timeout=0.2)
+                except queue.Empty:
+                    dead = _silent_death(procs, values)
+                    if dead is None:
+                        continue
+                    try:  # killed by a signal or os._exit: its last words may be late
+                        rank, status, payload = results.get(timeout=1.0)
+                    except queue.Empty:
+                        code = procs[dead].exitcode
+                        raise RankError(
+                            dead, f"process exited with status {code} without reporting"
+                        ) from None
+                if status == "error":  # the first failure stops everyone: see finally
+                    raise RankError(rank, *payload)
+                values[rank] = payload
+        finally:
+            _stop(procs)
+            results.close()
+    return [values[r] for r in range(world_size)]
+
+
+# --8<-- [end:spawn]

@@ -1,0 +1,198 @@
+"""The chart specs: valid Vega-Lite, a model in its measurement's colour and dashed, a
+heatmap whose legend names the unit, axes that span only the data, and a palette that
+stays at 3:1 or more against both page backgrounds (WCAG 2's contrast formula)."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+
+from snippets.core import charts
+
+SERIES = {
+    "ring": [(8, 2e-5), (1024, 3e-5), (1 << 20, 1.5e-3)],
+    "ring (model)": [(8, 1.8e-5), (1 << 20, 1.4e-3), (1 << 22, 5e-3)],
+    "tree": [(8, 1.2e-5), (1 << 20, 2.5e-3)],
+}
+
+
+def line() -> dict:
+    return charts.line_chart(
+        SERIES,
+        title="all-reduce time on 4 ranks",
+        x_label="bytes",
+        y_label="seconds",
+        log_x=True,
+        log_y=True,
+        model_of={"ring (model)": "ring"},
+        description="Ring and tree all-reduce time against buffer size.",
+    )
+
+
+def heat() -> dict:
+    return charts.heatmap(
+        [[None, 9.5, 2.0], [9.0, None, 2.5], [1.9, 2.4, None]],
+        ["0", "1", "2"],
+        title="gloo, sender (row) to receiver (column)",
+        unit="GB/s",
+        description="Bandwidth between every pair of ranks.",
+    )
+
+
+def relative_luminance(hex_colour: str) -> float:
+    """WCAG 2 relative luminance of an sRGB colour, written out from the definition."""
+    channels = [int(hex_colour.lstrip("#")[i : i + 2], 16) / 255 for i in (0, 2, 4)]
+    r, g, b = (
+        c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels
+    )
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def contrast(a: str, b: str) -> float:
+    hi, lo = sorted((relative_luminance(a), relative_luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def encodings(spec: dict) -> list[dict]:
+    return [layer["encoding"] for layer in spec["layer"]]
+
+
+def test_the_contrast_formula_matches_known_pairs() -> None:
+    assert contrast("#000000", "#ffffff") == pytest.approx(21.0)
+    assert contrast("#777777", "#ffffff") == pytest.approx(4.48, abs=0.01)
+
+
+@pytest.mark.parametrize(
+    "background", [charts.LIGHT_BACKGROUND, charts.DARK_BACKGROUND]
+)
+def test_every_series_colour_has_3_to_1_contrast(background: str) -> None:
+    ratios = {c: contrast(c, background) for c in charts.PALETTE}
+    assert min(ratios.values()) >= 3.0, ratios
+
+
+def test_the_dark_background_is_materials_slate() -> None:
+    # Material's slate: hsla(var(--md-hue) = 225deg, 15%, 14%, 1)
+    import colorsys
+
+    rgb = colorsys.hls_to_rgb(225 / 360, 0.14, 0.15)
+    assert charts.DARK_BACKGROUND == "#%02x%02x%02x" % tuple(
+        round(c * 255) for c in rgb
+    )
+
+
+@pytest.mark.parametrize("make", [line, heat])
+def test_specs_are_valid_vega_lite_and_json(make) -> None:
+    spec = make()
+    charts.validate(json.loads(json.dumps(spec)))
+    assert spec["$schema"].startswith("https://vega.github.io/schema/vega-lite/v6")
+    assert spec["description"]
+    assert spec["width"] == "container"
+
+
+def test_validate_rejects_a_broken_spec() -> None:
+    spec = line()
+    spec["layer"][0]["mark"]["type"] = "squiggle"
+    with pytest.raises(jsonschema.ValidationError):
+        charts.validate(spec)
+
+
+def test_a_model_shares_its_measurements_colour_and_is_dashed() -> None:
+    enc = encodings(line())[0]
+    colour = dict(zip(enc["color"]["scale"]["domain"], enc["color"]["scale"]["range"]))
+    dash = dict(
+        zip(enc["strokeDash"]["scale"]["domain"], enc["strokeDash"]["scale"]["range"])
+    )
+    assert colour["ring (model)"] == colour["ring"] != colour["tree"]
+    assert dash["ring (model)"] == charts.MODEL_DASH
+    assert dash["ring"] == dash["tree"] == charts.MEASURED_DASH
+    assert len(set(map(tuple, dash.values()))) == 2
+
+
+def test_a_model_of_nothing_is_an_error() -> None:
+    with pytest.raises(ValueError, match="names no series"):
+        charts.line_chart(
+            SERIES, title="t", x_label="x", y_label="y", model_of={"fit": "ring"}
+        )
+
+
+def test_values_show_on_hover_and_the_legend_toggles_series() -> None:
+    spec = line()
+    (param,) = spec["params"]
+    assert param["select"]["type"] == "point"
+    assert param["select"]["fields"] == ["series"]
+    assert param["bind"] == "legend"
+    for enc in encodings(spec):
+        assert enc["opacity"]["condition"]["param"] == param["name"]
+        assert enc["opacity"]["value"] < 0.5
+        assert [t["field"] for t in enc["tooltip"]] == ["series", "x", "y"]
+
+
+def test_axes_span_only_the_data() -> None:
+    enc = encodings(line())[0]
+    xs = [x for pts in SERIES.values() for x, _ in pts]
+    ys = [y for pts in SERIES.values() for _, y in pts]
+    for channel, values in (("x", xs), ("y", ys)):
+        scale = enc[channel]["scale"]
+        assert scale["domain"] == [min(values), max(values)]
+        assert scale["nice"] is False and scale["type"] == "log"
+
+
+def test_a_linear_axis_does_not_reach_for_zero() -> None:
+    spec = charts.line_chart(
+        {"a": [(10, 100), (20, 140)]}, title="t", x_label="x", y_label="y"
+    )
+    scale = spec["layer"][0]["encoding"]["y"]["scale"]
+    assert scale["domain"] == [100, 140]
+    assert scale["type"] == "linear" and scale["zero"] is False
+
+
+def test_a_log_axis_refuses_nonpositive_values() -> None:
+    with pytest.raises(ValueError, match="log y axis"):
+        charts.line_chart(
+            {"a": [(1, 0.0), (2, 1.0)]}, title="t", x_label="x", y_label="y", log_y=True
+        )
+
+
+def test_the_heatmap_has_a_colour_legend_titled_with_its_unit() -> None:
+    spec = heat()
+    cells = next(e for e in encodings(spec) if "color" in e and "field" in e["color"])
+    assert cells["color"]["title"] == "GB/s"
+    assert cells["color"]["type"] == "quantitative"
+    assert cells["color"]["scale"]["domain"] == [1.9, 9.5]
+    assert "legend" in cells["color"] and cells["color"]["legend"] is not None
+    assert any("GB/s" in line for line in spec["title"])
+    values = spec["data"]["values"]
+    assert len(values) == 6  # the three empty diagonal cells are left out
+    assert {"row": "0", "col": "1", "value": 9.5} in values
+
+
+def test_long_titles_wrap_rather_than_clip() -> None:
+    spec = charts.heatmap(
+        [[1.0, 2.0], [3.0, 4.0]],
+        ["a", "b"],
+        title="a title much longer than any phone could show on one line of text",
+        unit="µs",
+    )
+    assert len(spec["title"]) > 1
+    assert all(len(line) <= charts.TITLE_WIDTH for line in spec["title"])
+
+
+def test_text_is_at_least_11_px() -> None:
+    config = line()["config"]
+    sizes = [config["title"]["fontSize"]] + [
+        config[part][key]
+        for part in ("axis", "legend")
+        for key in ("labelFontSize", "titleFontSize")
+    ]
+    assert min(sizes) >= 11
+    assert all(layer["mark"].get("fontSize", 11) >= 11 for layer in heat()["layer"])
+
+
+def test_the_dark_scheme_overrides_only_colours() -> None:
+    dark = line()["usermeta"]["dark"]
+    for part in dark.values():
+        assert all(key.endswith("Color") or key == "color" for key in part)
+        for colour in part.values():
+            assert colour.startswith("#")

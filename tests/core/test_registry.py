@@ -1,0 +1,178 @@
+"""The registry and the results cache against Python's own import system: the files a
+snippet's hash covers are the files Python really runs when it imports the snippet, so
+a change to a building block reruns exactly the snippets built on it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+from snippets.core import registry, results, run_all
+
+# Oracle: a fresh interpreter imports torch once, then forks a child per module; each
+# child imports that one module and lists the snippets files now in sys.modules.
+ORACLE = """
+import importlib, json, os, sys
+import torch
+found = {}
+for name in sys.argv[1:]:
+    r, w = os.pipe()
+    if os.fork() == 0:
+        os.close(r)
+        importlib.import_module(name)
+        files = [m.__file__ for k, m in list(sys.modules.items())
+                 if k.split(".")[0] == "snippets" and getattr(m, "__file__", None)]
+        os.write(w, json.dumps(files).encode())
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as pipe:
+        found[name] = json.loads(pipe.read())
+    os.wait()
+print(json.dumps(found))
+"""
+
+
+@pytest.fixture(scope="module")
+def real_imports() -> dict[str, set[Path]]:
+    """For every registered snippet, the snippets files Python runs to import it."""
+    entries = registry.snippets_by_name()
+    proc = subprocess.run(
+        [sys.executable, "-c", ORACLE, *(e.module.__name__ for e in entries.values())],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    found = json.loads(proc.stdout)
+    return {
+        name: {Path(f).resolve() for f in found[e.module.__name__]}
+        for name, e in entries.items()
+    }
+
+
+def shown(paths: set[Path]) -> list[str]:
+    return sorted(str(p.relative_to(REPO)) for p in paths)
+
+
+def test_the_import_closure_holds_every_file_python_imports(real_imports) -> None:
+    assert len(real_imports) > 10
+    for name, real in real_imports.items():
+        closure = registry.import_closure(registry.snippets_by_name()[name].path)
+        assert REPO / "snippets" / "__init__.py" in real
+        assert real <= closure, f"{name}: the hash misses {shown(real - closure)}"
+
+
+DEPENDENCIES = [
+    "snippets/comm/plumbing.py",  # point-to-point plumbing: every hand-made collective
+    "snippets/attention/online_softmax.py",  # ring attention's merge
+    "snippets/core/runtime.py",  # everything
+]
+
+
+@pytest.fixture
+def changed_file(monkeypatch):
+    """Make one file's bytes (as the hash reads them) differ from what is on disk."""
+    read_bytes = Path.read_bytes
+
+    def change(relative: str) -> Path:
+        target = (REPO / relative).resolve()
+        assert target.is_file(), f"{relative} is gone: update DEPENDENCIES"
+
+        def patched(self: Path) -> bytes:
+            edit = b"\n# an edit\n" if self.resolve() == target else b""
+            return read_bytes(self) + edit
+
+        monkeypatch.setattr(Path, "read_bytes", patched)
+        return target
+
+    return change
+
+
+@pytest.mark.parametrize("dependency", DEPENDENCIES)
+def test_a_change_to_a_dependency_changes_exactly_its_dependents_hashes(
+    dependency: str, real_imports, changed_file
+) -> None:
+    entries = registry.snippets_by_name()
+    before = {n: results.code_hash(e.path, "gloo") for n, e in entries.items()}
+    target = changed_file(dependency)
+    after = {n: results.code_hash(e.path, "gloo") for n, e in entries.items()}
+    changed = {n for n in entries if before[n] != after[n]}
+    built_on_it = {n for n, real in real_imports.items() if target in real}
+    assert built_on_it, f"no snippet imports {dependency}"
+    assert changed == built_on_it, (
+        f"stale: {sorted(built_on_it - changed)}; rerun for nothing: "
+        f"{sorted(changed - built_on_it)}"
+    )
+
+
+def test_run_all_reruns_a_snippet_when_its_dependency_changes(
+    tmp_path, monkeypatch, changed_file
+) -> None:
+    entry = registry.snippet("ring_allreduce")
+    ran: list[str] = []
+
+    def fake_run_one(e, results_dir, backend, timeout_s):
+        ran.append(e.name)
+        return True, "0.0 s"
+
+    monkeypatch.setattr(run_all, "run_one", fake_run_one)
+    record = {"hash": results.code_hash(entry.path, "gloo")}
+    (tmp_path / "ring_allreduce.json").write_text(json.dumps(record))
+    opts = argparse.Namespace(
+        results=str(tmp_path),
+        backend="gloo",
+        only=["ring_allreduce"],
+        force=False,
+        per_snippet_timeout=60.0,
+    )
+    assert run_all.run_all(opts) == 0 and ran == []  # unchanged: cached
+    changed_file("snippets/comm/plumbing.py")
+    assert run_all.run_all(opts) == 0 and ran == ["ring_allreduce"]
+
+
+def make_tree(root: Path, files: list[str]) -> Path:
+    for relative in files:
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("")
+    return root
+
+
+def test_two_modules_sharing_a_leaf_name_are_refused(tmp_path) -> None:
+    tree = make_tree(
+        tmp_path,
+        ["__init__.py", "a/__init__.py", "a/ring.py", "b/__init__.py", "b/ring.py"],
+    )
+    with pytest.raises(RuntimeError, match="pkg.a.ring and pkg.b.ring share .*'ring'"):
+        registry.walk(tree, "pkg")
+
+
+def test_the_walk_finds_public_modules_in_packages_only(tmp_path) -> None:
+    tree = make_tree(
+        tmp_path,
+        [
+            "__init__.py",
+            "__main__.py",
+            "core/__init__.py",
+            "core/runtime.py",
+            "core/_private.py",
+            "comm/__init__.py",
+            "comm/allreduce.py",
+            "scratch/notes.py",  # no __init__.py: not a package
+        ],
+    )
+    assert registry.walk(tree, "pkg") == ("pkg.comm.allreduce", "pkg.core.runtime")
+
+
+def test_the_real_tree_has_unique_leaves_and_no_cli() -> None:
+    names = registry.module_names()
+    leaves = [n.rsplit(".", 1)[1] for n in names]
+    assert len(leaves) == len(set(leaves)) and "__main__" not in leaves
+    assert "snippets.core.runtime" in names

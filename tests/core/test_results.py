@@ -1,0 +1,95 @@
+"""What run-all writes for a figure: the spec as JSON beside the data, and a Markdown
+part a note can include, which carries the spec inline, a caption and the numbers."""
+
+from __future__ import annotations
+
+import html.parser
+import json
+from pathlib import Path
+
+from snippets.core import charts, results
+
+PROVENANCE = {
+    "device": "cpu",
+    "backend": "gloo",
+    "world_size": 2,
+    "torch": "2.13.0",
+    "python": "3.11",
+    "commit": "abc",
+    "utc": "2026-01-01T00:00:00Z",
+}
+
+
+def spec() -> dict:
+    return charts.line_chart(
+        {"a </script> b": [(1, 2.0), (2, 3.5)], "fit": [(1, 2.1), (2, 3.4)]},
+        title="t",
+        x_label="n",
+        y_label="s",
+        model_of={"fit": "a </script> b"},
+        description="What the chart shows & why.",
+    )
+
+
+class Page(html.parser.HTMLParser):
+    """The parts of the figure a browser sees: the script's text, cells, the caption."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[str] = []
+        self.script, self.cells, self.caption, self.figures = "", [], "", 0
+
+    def handle_starttag(self, tag, attrs):
+        self.stack.append(tag)
+        if tag == "figure" and ("class", "cp-chart") in attrs:
+            self.figures += 1
+
+    def handle_endtag(self, tag):
+        self.stack.pop()
+
+    def handle_data(self, data):
+        where = self.stack[-1] if self.stack else ""
+        if where == "script":
+            self.script += data
+        elif where in ("td", "th"):
+            self.cells.append(data)
+        elif where == "figcaption":
+            self.caption += data
+
+
+def write(tmp_path: Path) -> dict[str, str]:
+    record = {
+        "command": "python -m snippets run x",
+        "output": "ok\n",
+        "provenance": PROVENANCE,
+        "result": {"figures": {"plot": spec()}},
+    }
+    results.write(tmp_path, "x", record)
+    return {p.name: p.read_text(encoding="utf-8") for p in tmp_path.iterdir()}
+
+
+def test_a_figure_is_stored_as_a_spec_and_a_part(tmp_path: Path) -> None:
+    files = write(tmp_path)
+    assert {"x.json", "x.md", "x.plot.vl.json", "x.plot.md"} <= set(files)
+    assert json.loads(files["x.plot.vl.json"]) == spec()
+
+
+def test_the_part_carries_the_spec_inline_without_a_blank_line(tmp_path: Path) -> None:
+    part = write(tmp_path)["x.plot.md"]
+    figure = part[: part.index("</figure>")]
+    assert "\n\n" not in figure  # a blank line would end Markdown's HTML block
+    page = Page()
+    page.feed(part)
+    assert page.figures == 1
+    assert json.loads(page.script) == spec()  # "</script>" in a name did not cut it
+
+
+def test_the_part_has_a_text_alternative_and_provenance(tmp_path: Path) -> None:
+    part = write(tmp_path)["x.plot.md"]
+    page = Page()
+    page.feed(part)
+    assert page.caption == "What the chart shows & why."
+    assert page.cells[:3] == ["series", "n", "s"]
+    assert page.cells[3:6] == ["a </script> b", "1", "2"]
+    assert len(page.cells) == 3 * 5
+    assert 'class="cp-provenance"' in part and "gloo · 2 ranks" in part

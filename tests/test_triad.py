@@ -1,0 +1,108 @@
+"""The house's triad: every concept is a module, a note and a test. Every registered
+snippet has a note that embeds it and a test file that mirrors it; every section a
+module marks for a note is embedded by one, and every section a note embeds exists.
+Plus the two size rules a note's code blocks rely on: modules of about 250 lines at
+most, lines of 88 columns at most."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from conftest import REPO
+
+from snippets.core import registry
+
+SNIPPETS = REPO / "snippets"
+DOCS = REPO / "docs"
+MARKER = re.compile(r"^\s*# --8<-- \[(start|end):(\w+)\]\s*$", re.M)
+EMBED = re.compile(r"""--8<--\s+["'](snippets/[\w/]+\.py):(\w+)["']""")
+MAX_LINES = 260  # "about 250", after formatting
+MAX_COLUMNS = 88
+
+
+def python_files(*folders: str) -> list[Path]:
+    return sorted(p for f in folders for p in (REPO / f).rglob("*.py"))
+
+
+def embedded_sections() -> set[tuple[str, str]]:
+    """(file, section) for every include of a module's section in any note."""
+    return {
+        (file, section)
+        for note in DOCS.rglob("*.md")
+        for file, section in EMBED.findall(note.read_text(encoding="utf-8"))
+    }
+
+
+def marked_sections() -> dict[tuple[str, str], set[str]]:
+    """(file, section) → the marker kinds ({"start", "end"}) found for it."""
+    found: dict[tuple[str, str], set[str]] = {}
+    for path in python_files("snippets"):
+        relative = str(path.relative_to(REPO))
+        for kind, section in MARKER.findall(path.read_text(encoding="utf-8")):
+            found.setdefault((relative, section), set()).add(kind)
+    return found
+
+
+def test_every_snippet_has_a_note_that_embeds_it() -> None:
+    entries = registry.snippets_by_name()
+    assert entries
+    orphans = [name for name in entries if not registry.notes_embedding(name)]
+    assert not orphans, f"snippets no note embeds: {orphans}"
+
+
+def test_every_snippet_has_its_mirrored_test_file() -> None:
+    missing = []
+    for name, entry in registry.snippets_by_name().items():
+        package = entry.module.__name__.split(".")[1:-1]  # snippets.comm.x → comm
+        expected = REPO.joinpath("tests", *package, f"test_{name}.py")
+        if not expected.is_file():
+            missing.append(str(expected.relative_to(REPO)))
+    assert not missing, f"missing test files: {missing}"
+
+
+def test_every_marked_section_is_embedded_by_a_note() -> None:
+    marked = marked_sections()
+    assert marked
+    dead = sorted(f"{f}:{s}" for f, s in set(marked) - embedded_sections())
+    assert not dead, f"sections no note embeds (embed or remove them): {dead}"
+
+
+def test_every_marked_section_has_a_start_and_an_end() -> None:
+    half = sorted(
+        f"{f}:{s}" for (f, s), kinds in marked_sections().items() if len(kinds) < 2
+    )
+    assert not half, f"sections with a start and no end, or the reverse: {half}"
+
+
+def test_every_embedded_section_exists() -> None:
+    missing = sorted(
+        f"{f}:{s}" for f, s in embedded_sections() - set(marked_sections())
+    )
+    assert not missing, f"notes embed sections that no module marks: {missing}"
+
+
+def test_modules_are_about_250_lines_at_most() -> None:
+    long = {
+        str(p.relative_to(REPO)): n
+        for p in python_files("snippets")
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+    }
+    assert not long, f"split these by job (lines): {long}"
+
+
+def test_code_lines_fit_88_columns() -> None:
+    wide = [
+        f"{p.relative_to(REPO)}:{i}"
+        for p in python_files("snippets", "tests")
+        for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if len(line) > MAX_COLUMNS
+    ]
+    assert not wide, f"lines over {MAX_COLUMNS} columns: {wide[:20]}"
+
+
+def test_test_file_names_are_unique() -> None:
+    # tests/ has no __init__.py: pytest imports each test file by its bare name
+    names = [p.name for p in python_files("tests") if p.name.startswith("test_")]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    assert not twice, f"test files that share a name: {twice}"

@@ -2,7 +2,8 @@
 
 For every ordered pair (i, j) the other ranks stand by while i sends a buffer to j:
 bandwidth = bytes ÷ time of one send/recv (the slower of the two ranks counts, as in
-nccl-tests); latency = half a ping-pong of one element. Under NCCL this is NCCL
+nccl-tests); latency = half a ping-pong of one float32 (``snippets.comm.ping_pong``,
+the same measurement the cost model fits α to). Under NCCL this is NCCL
 send/recv between GPUs (NVLink or PCIe, whatever NCCL picked); under gloo it is TCP
 through the loopback of one machine. Where CUDA is present, rank 0 also times a plain
 device-to-device ``copy_`` between every pair of visible GPUs (and within each GPU).
@@ -18,10 +19,11 @@ import argparse
 import torch
 import torch.distributed as dist
 
-from snippets.core.cli import main_entry
+from snippets.comm.ping_pong import ping_pong
+from snippets.core.charts import heatmap
+from snippets.core.cli import main_entry, positive_float, positive_int
 from snippets.core.measure import time_it
 from snippets.core.runtime import Spec, device, print0
-from snippets.core.svg import heatmap
 
 SPEC = Spec(
     summary="point-to-point bandwidth and latency matrix between every pair of ranks",
@@ -33,18 +35,22 @@ SPEC = Spec(
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--size-mib",
-        type=float,
+        type=positive_float,
         default=None,
-        help="message size (default 4 on CPU, 256 on GPUs)",
+        help="message size in MiB (default 4 on CPU, 256 on GPUs)",
     )
     parser.add_argument(
-        "--iters", type=int, default=5, help="timed repetitions per pair (median kept)"
+        "--iters",
+        type=positive_int,
+        default=5,
+        help="timed repetitions per pair (median kept)",
     )
 
 
 # --8<-- [start:pair]
 def send_recv_seconds(src: int, dst: int, buf: torch.Tensor, iters: int = 5) -> float:
-    """Median seconds for ``buf`` to go from rank src to rank dst. Every rank calls this."""
+    """Median seconds for ``buf`` to go from rank src to rank dst. Every rank calls
+    this."""
     rank = dist.get_rank()
 
     def once() -> None:
@@ -53,24 +59,13 @@ def send_recv_seconds(src: int, dst: int, buf: torch.Tensor, iters: int = 5) -> 
         elif rank == dst:
             dist.recv(buf, src)
 
-    return time_it(
-        once, warmup=2, iters=iters, device=buf.device
-    )  # barrier before, slowest rank's time after
+    # barrier before, slowest rank's time after
+    return time_it(once, warmup=2, iters=iters, device=buf.device)
 
 
-def ping_pong_seconds(src: int, dst: int, dev: torch.device, iters: int = 5) -> float:
-    """Half a round trip of one element: the latency of a tiny message."""
-    rank, x = dist.get_rank(), torch.zeros(1, device=dev)
-
-    def once() -> None:
-        if rank == src:
-            dist.send(x, dst)
-            dist.recv(x, dst)
-        elif rank == dst:
-            dist.recv(x, src)
-            dist.send(x, src)
-
-    return time_it(once, warmup=2, iters=iters, device=dev) / 2
+def latency_seconds(src: int, dst: int, iters: int = 5) -> float:
+    """Half a round trip of one float32 (4 bytes): the latency of a tiny message."""
+    return ping_pong([4], src, dst, iters=iters)[0]
 
 
 # --8<-- [end:pair]
@@ -80,28 +75,29 @@ def ping_pong_seconds(src: int, dst: int, dev: torch.device, iters: int = 5) -> 
 def device_copy_gbps(
     nbytes: int, iters: int = 5, group: dist.ProcessGroup | None = None
 ) -> list[list[float]]:
-    """GB/s of ``b.copy_(a)`` from cuda:i to cuda:j for every pair of visible GPUs. Off the
-    diagonal the bytes cross NVLink or PCIe (peer to peer if the driver allows it, else
-    through host memory); on it they stay in one GPU's memory (read once, written once).
-    ``group``: the ranks that time it together (inside a process group, only rank 0's own)."""
+    """GB/s of ``b.copy_(a)`` from cuda:i to cuda:j for every pair of visible GPUs.
+    Off the diagonal the bytes cross NVLink or PCIe (peer to peer if the driver allows
+    it, else through host memory); on it they stay in one GPU's memory (read once,
+    written once). ``group``: the ranks that time it together (inside a process
+    group, only rank 0's own)."""
     n = torch.cuda.device_count()
-    gbps = [[0.0] * n for _ in range(n)]
-    for i in range(n):
-        for j in range(n):
-            a = torch.ones(nbytes, dtype=torch.uint8, device=f"cuda:{i}")  # [nbytes]
-            b = torch.empty(nbytes, dtype=torch.uint8, device=f"cuda:{j}")  # [nbytes]
+    return [[copy_gbps(i, j, nbytes, iters, group) for j in range(n)] for i in range(n)]
 
-            def once() -> None:
-                b.copy_(a)
-                torch.cuda.synchronize(i)
-                torch.cuda.synchronize(j)
 
-            gbps[i][j] = (
-                nbytes / time_it(once, warmup=2, iters=iters, group=group) / 1e9
-            )
-            assert bool((b == 1).all()), f"copy cuda:{i} → cuda:{j} lost bytes"
-            del a, b
-    return gbps
+def copy_gbps(
+    i: int, j: int, nbytes: int, iters: int, group: dist.ProcessGroup | None
+) -> float:
+    a = torch.ones(nbytes, dtype=torch.uint8, device=f"cuda:{i}")  # [nbytes]
+    b = torch.empty(nbytes, dtype=torch.uint8, device=f"cuda:{j}")  # [nbytes]
+
+    def once() -> None:
+        b.copy_(a)
+        torch.cuda.synchronize(i)
+        torch.cuda.synchronize(j)
+
+    seconds = time_it(once, warmup=2, iters=iters, group=group)
+    assert bool((b == 1).all()), f"copy cuda:{i} → cuda:{j} lost bytes"
+    return nbytes / seconds / 1e9
 
 
 # --8<-- [end:copy]
@@ -115,10 +111,6 @@ def main(size_mib: float | None = None, iters: int = 5) -> dict:
         else f"{dist.get_backend()} send/recv"
     )
     mib = size_mib if size_mib is not None else (256.0 if dev.type == "cuda" else 4.0)
-    if mib <= 0 or iters < 1:
-        raise ValueError(
-            f"--size-mib must be > 0 and --iters ≥ 1, got {mib} and {iters}"
-        )
     numel = max(1, int(mib * 2**20) // 4)
     buf = torch.empty(numel, dtype=torch.float32, device=dev)  # [numel]
     bw = [[None] * p for _ in range(p)]
@@ -139,7 +131,7 @@ def main(size_mib: float | None = None, iters: int = 5) -> dict:
                     f"rank {dst} received corrupted data from rank {src}"
                 )
             bw[src][dst] = numel * 4 / seconds / 1e9
-            lat[src][dst] = ping_pong_seconds(src, dst, dev, iters) * 1e6
+            lat[src][dst] = latency_seconds(src, dst, iters) * 1e6
             rows.append(
                 {
                     "from": src,
@@ -167,9 +159,8 @@ def main(size_mib: float | None = None, iters: int = 5) -> dict:
             for j, g in enumerate(r)
         ]
     labels = [f"rank {r}" for r in range(p)]
-    print0(
-        f"{p} ranks, {transport}, {numel * 4 / 2**20:g} MiB messages, median of {iters}:"
-    )
+    mib = numel * 4 / 2**20
+    print0(f"{p} ranks, {transport}, {mib:g} MiB messages, median of {iters}:")
     print0("  GB/s      " + " ".join(f"{'→' + str(j):>8}" for j in range(p)))
     for i in range(p):
         print0(
@@ -184,6 +175,11 @@ def main(size_mib: float | None = None, iters: int = 5) -> dict:
         )
     for c in copies if torch.cuda.is_available() else []:
         print0(f"  copy_ {c['from']} → {c['to']}: {c['GB/s']:.1f} GB/s")
+    pairs = [(bw[i][j], lat[i][j]) for i in range(p) for j in range(p) if i != j]
+    print0(
+        f"across pairs: {min(b for b, _ in pairs):.3g}–{max(b for b, _ in pairs):.3g}"
+        f" GB/s, {min(t for _, t in pairs):.0f}–{max(t for _, t in pairs):.0f} µs"
+    )
     print0("every payload arrived intact ✓")
     return {
         "tables": {"pairs": rows, "device_copy": copies},
@@ -191,11 +187,22 @@ def main(size_mib: float | None = None, iters: int = 5) -> dict:
             "bandwidth": heatmap(
                 bw,
                 labels,
-                title=f"{transport}, sender (row) to receiver (column)",
+                title=f"{transport} bandwidth, {numel * 4 / 2**20:g} MiB messages",
                 unit="GB/s",
+                row_title="sender",
+                col_title="receiver",
+                description=f"Bandwidth of one {numel * 4 / 2**20:g} MiB message from "
+                f"each of {p} ranks (rows) to each other rank (columns), {transport}.",
             ),
             "latency": heatmap(
-                lat, labels, title=f"{transport}, half ping-pong", unit="µs"
+                lat,
+                labels,
+                title=f"{transport} latency, half a ping-pong of 4 bytes",
+                unit="µs",
+                row_title="sender",
+                col_title="receiver",
+                description=f"Half the round trip of a 4-byte message between each "
+                f"ordered pair of {p} ranks, {transport}.",
             ),
         },
     }

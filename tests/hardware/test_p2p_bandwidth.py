@@ -1,13 +1,21 @@
-"""p2p_bandwidth: every ordered pair measured, payloads intact (checked against broadcast)."""
+"""p2p_bandwidth: every ordered pair measured, payloads intact (checked against
+broadcast), latency from the shared ping-pong, and bad input refused by the parser."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
 import torch.distributed as dist
 
+from snippets.core import charts
 from snippets.core.runtime import launch
 from snippets.hardware.p2p_bandwidth import device_copy_gbps, main, send_recv_seconds
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _ranks_check(numel: int) -> dict:
@@ -37,15 +45,37 @@ def test_every_pair_three_ranks_odd_length() -> None:
     assert all(r["GB/s"] > 0 and r["latency (µs)"] > 0 for r in rows)
     assert abs(rows[0]["MiB"] - 1001 * 4 / 2**20) < 1e-9
     for fig in ("bandwidth", "latency"):
-        assert (
-            outs[0]["figures"][fig].startswith("<svg")
-            and outs[0]["figures"][fig].count("<rect") >= 9
-        )
+        spec = outs[0]["figures"][fig]
+        charts.validate(spec)
+        cells = spec["data"]["values"]
+        assert len(cells) == 6 and spec["description"]  # every pair, no diagonal
+        assert {c["value"] for c in cells} == {
+            r["GB/s" if fig == "bandwidth" else "latency (µs)"] for r in rows
+        }
 
 
-def test_bad_size() -> None:
-    with pytest.raises(Exception, match="size-mib"):
-        launch(main, 2, backend="gloo", timeout_s=30, args=(-1.0,))
+@pytest.mark.parametrize(
+    "argv,option",
+    [
+        (["--size-mib", "0"], "--size-mib"),
+        (["--size-mib", "-1"], "--size-mib"),
+        (["--size-mib", "nan"], "--size-mib"),
+        (["--iters", "0"], "--iters"),
+        (["--iters", "2.5"], "--iters"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(argv, option) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "snippets", "run", "p2p_bandwidth", *argv],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and option in lines[0]
 
 
 @pytest.mark.gpu

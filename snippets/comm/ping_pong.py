@@ -1,0 +1,69 @@
+"""One ping-pong: the latency (and, with big messages, the bandwidth) of one link.
+
+Rank ``src`` sends m bytes to rank ``dst``, which sends them straight back; half the
+round trip is what one message costs, ``α + m·β`` in Hockney's model. Both the α-β fit
+of the cost model and the latency matrix of the point-to-point benchmark come from this
+one function, so the two notes report latency measured the same way.
+
+The shared timer (``snippets.core.measure.time_it``) puts a barrier before each
+repetition and keeps the slowest rank's time, so every rank of the group calls this;
+ranks other than ``src`` and ``dst`` only keep the barriers. The sizes are interleaved,
+one of each per round, and each size reports the median of its rounds.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Sequence
+
+import torch
+import torch.distributed as dist
+
+from snippets.core.measure import time_it
+from snippets.core.runtime import device
+
+
+# --8<-- [start:ping_pong]
+def ping_pong(
+    sizes: Sequence[int],
+    src: int = 0,
+    dst: int = 1,
+    iters: int = 15,
+    group: dist.ProcessGroup | None = None,
+) -> list[float]:
+    """Median seconds of half a round trip of m bytes between ranks ``src`` and
+    ``dst`` (ranks within ``group``), for each m in ``sizes``. Every rank of the group
+    calls it."""
+    if src == dst:
+        raise ValueError(f"a ping-pong needs two different ranks, got {src} and {dst}")
+    if iters < 1 or any(m < 1 for m in sizes):
+        raise ValueError(f"need iters ≥ 1 and sizes ≥ 1 byte, got {iters}, {sizes}")
+    rank, dev = dist.get_rank(group), device()
+    # send/recv take global ranks, even inside a sub-group
+    peer_of = {
+        src: dst if group is None else dist.get_global_rank(group, dst),
+        dst: src if group is None else dist.get_global_rank(group, src),
+    }
+
+    def once(buf: torch.Tensor) -> None:
+        if rank == src:
+            dist.send(buf, peer_of[src], group)
+            dist.recv(buf, peer_of[src], group)
+        elif rank == dst:
+            dist.recv(buf, peer_of[dst], group)
+            dist.send(buf, peer_of[dst], group)
+
+    bufs = [torch.empty(m, dtype=torch.uint8, device=dev) for m in sizes]  # (m,) bytes
+    for buf in bufs:  # warm-up: connections, allocations
+        once(buf), once(buf)
+    # round after round, every size once, so a machine that gets busier halfway
+    # through slows every size alike and the fitted slope stays honest
+    samples: list[list[float]] = [[] for _ in sizes]
+    for _ in range(iters):
+        for buf, times in zip(bufs, samples):
+            t = time_it(lambda: once(buf), warmup=0, iters=1, device=dev, group=group)
+            times.append(t)
+    return [statistics.median(times) / 2 for times in samples]
+
+
+# --8<-- [end:ping_pong]

@@ -1,26 +1,25 @@
-"""Plumbing shared by the hand-made collectives and all-reduces: the one elementwise
-reduction, the trace of who sent what to whom, the cross-rank input check, and flat views.
+"""Plumbing shared by the hand-made collectives and all-reduces: the one reduce-op
+table, the cross-rank input check, flat views, and the one check of an all-reduce
+against ``dist.all_reduce`` that every all-reduce's ``main`` runs.
 
-Everything here moves data only with ``dist.isend``/``dist.irecv``.
+Data moves only through ``snippets.comm.messages`` (``dist.isend``/``dist.irecv``).
 """
 
 from __future__ import annotations
 
+import argparse
+import functools
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 import torch.distributed as dist
 from torch.distributed import ReduceOp
 
+from snippets.comm.messages import wait_all
+from snippets.core.cli import positive_int
 from snippets.core.runtime import device
 
-OPS = {
-    "SUM": ReduceOp.SUM,
-    "PRODUCT": ReduceOp.PRODUCT,
-    "MIN": ReduceOp.MIN,
-    "MAX": ReduceOp.MAX,
-    "AVG": ReduceOp.AVG,
-}
 DTYPES = (
     torch.float16,
     torch.bfloat16,
@@ -32,25 +31,47 @@ DTYPES = (
 
 
 # --8<-- [start:reduce_op]
+@dataclass(frozen=True)
+class Reduction:
+    """One ``ReduceOp``: how it combines two tensors in place (acc ⊕= other)."""
+
+    op: ReduceOp
+    combine: Callable[[torch.Tensor, torch.Tensor], object]
+    floats_only: bool = False
+
+
+# AVG adds, and ``end`` divides once by p, as gloo and NCCL do.
+REDUCE_OPS = {
+    "SUM": Reduction(ReduceOp.SUM, torch.Tensor.add_),
+    "PRODUCT": Reduction(ReduceOp.PRODUCT, torch.Tensor.mul_),
+    "MIN": Reduction(ReduceOp.MIN, lambda acc, x: torch.minimum(acc, x, out=acc)),
+    "MAX": Reduction(ReduceOp.MAX, lambda acc, x: torch.maximum(acc, x, out=acc)),
+    "AVG": Reduction(ReduceOp.AVG, torch.Tensor.add_, floats_only=True),
+}
+
+
 def op_name(op: object) -> str | None:
-    return next((name for name, known in OPS.items() if op == known), None)
+    return next((name for name, r in REDUCE_OPS.items() if op == r.op), None)
+
+
+def op_problem(t: torch.Tensor, op: object) -> str:
+    """Why (op, dtype) can't be reduced, or '' if it can."""
+    name = op_name(op)
+    if name is None:
+        return f"unsupported reduce op {op}: use {', '.join(REDUCE_OPS)}"
+    if t.dtype not in DTYPES:
+        return f"unsupported dtype {t.dtype}: use a float or int32/int64 tensor"
+    if REDUCE_OPS[name].floats_only and not t.dtype.is_floating_point:
+        return f"ReduceOp.{name} needs a floating-point tensor, got {t.dtype}"
+    return ""
 
 
 def combine_(acc: torch.Tensor, other: torch.Tensor, op: ReduceOp) -> None:
-    """acc ← acc ⊕ other, elementwise and in place: the one reduction every algorithm uses.
-    AVG adds here and divides once at the end (``finish_``), as gloo and NCCL do."""
-    if op == ReduceOp.SUM or op == ReduceOp.AVG:
-        acc.add_(other)
-    elif op == ReduceOp.PRODUCT:
-        acc.mul_(other)
-    elif op == ReduceOp.MIN:
-        torch.minimum(acc, other, out=acc)
-    elif op == ReduceOp.MAX:
-        torch.maximum(acc, other, out=acc)
-    else:
-        raise ValueError(
-            f"unsupported reduce op {op}: use SUM, PRODUCT, MIN, MAX or AVG"
-        )
+    """acc ← acc ⊕ other, elementwise and in place: the one reduction of them all."""
+    name = op_name(op)
+    if name is None:
+        raise ValueError(op_problem(acc, op))
+    REDUCE_OPS[name].combine(acc, other)
 
 
 def finish_(t: torch.Tensor, op: ReduceOp, p: int) -> None:
@@ -58,113 +79,7 @@ def finish_(t: torch.Tensor, op: ReduceOp, p: int) -> None:
         t.div_(p)
 
 
-def op_problem(t: torch.Tensor, op: object) -> str:
-    """Why (op, dtype) can't be reduced, or '' if it can."""
-    if op_name(op) is None:
-        return f"unsupported reduce op {op}: use SUM, PRODUCT, MIN, MAX or AVG"
-    if t.dtype not in DTYPES:
-        return f"unsupported dtype {t.dtype}: use a float or int32/int64 tensor"
-    if op == ReduceOp.AVG and not t.dtype.is_floating_point:
-        return f"ReduceOp.AVG needs a floating-point tensor, got {t.dtype} (torch refuses it too)"
-    return ""
-
-
 # --8<-- [end:reduce_op]
-
-
-# --8<-- [start:trace]
-@dataclass(frozen=True)
-class Send:
-    """One message of a schedule: at ``step``, global rank ``src`` sends elements
-    [start, stop) of the flat tensor (``nbytes`` bytes) to global rank ``dst``."""
-
-    step: int
-    src: int
-    dst: int
-    start: int
-    stop: int
-    nbytes: int
-    phase: str = ""
-
-
-def send(
-    flat: torch.Tensor,
-    start: int,
-    stop: int,
-    dst: int,
-    group: dist.ProcessGroup | None,
-    trace: list | None = None,
-    step: int = 0,
-    phase: str = "",
-    tag: int = 0,
-) -> dist.Work | None:
-    """isend ``flat[start:stop]`` to global rank ``dst``, noting it in ``trace`` if given.
-    An empty range sends nothing (the receiver knows the same bounds and skips too)."""
-    if stop <= start:
-        return None
-    if trace is not None:
-        trace.append(
-            Send(
-                step,
-                dist.get_rank(),
-                dst,
-                start,
-                stop,
-                (stop - start) * flat.element_size(),
-                phase,
-            )
-        )
-    return dist.isend(flat[start:stop], dst, group=group, tag=tag)
-
-
-def recv(
-    buf: torch.Tensor, src: int, group: dist.ProcessGroup | None, tag: int = 0
-) -> dist.Work | None:
-    return dist.irecv(buf, src, group=group, tag=tag) if buf.numel() else None
-
-
-def exchange(
-    flat: torch.Tensor,
-    start: int,
-    stop: int,
-    dst: int,
-    into: torch.Tensor,
-    src: int,
-    group: dist.ProcessGroup | None,
-    trace: list | None = None,
-    step: int = 0,
-    phase: str = "",
-) -> list:
-    """Send flat[start:stop] to ``dst`` and receive ``into`` from ``src``, posted together with
-    ``batch_isend_irecv``: when dst == src, NCCL needs the pair in one group or both ranks'
-    sends wait for receives queued behind them. (gloo posts them one by one.)"""
-    ops = []
-    if stop > start:
-        if trace is not None:
-            trace.append(
-                Send(
-                    step,
-                    dist.get_rank(),
-                    dst,
-                    start,
-                    stop,
-                    (stop - start) * flat.element_size(),
-                    phase,
-                )
-            )
-        ops.append(dist.P2POp(dist.isend, flat[start:stop], dst, group))
-    if into.numel():
-        ops.append(dist.P2POp(dist.irecv, into, src, group))
-    return dist.batch_isend_irecv(ops) if ops else []
-
-
-def wait_all(works: list) -> None:
-    for w in works:
-        if w is not None:
-            w.wait()
-
-
-# --8<-- [end:trace]
 
 
 # --8<-- [start:agree]
@@ -173,27 +88,23 @@ def group_ranks(group: dist.ProcessGroup | None) -> tuple[list[int], int]:
     ranks = dist.get_process_group_ranks(group or dist.group.WORLD)
     me = dist.get_rank(group)
     if me < 0:
-        raise ValueError(
-            f"rank {dist.get_rank()} is not a member of this group (ranks {ranks})"
-        )
+        raise ValueError(f"rank {dist.get_rank()} is not in this group ({ranks})")
     return ranks, me
 
 
 def agree(
     fields: list[int], problem: str, group: dist.ProcessGroup | None
 ) -> list[list[int]]:
-    """Every rank learns every rank's ``fields`` (the same number of ints on every rank) and
-    raises the same ValueError if any rank reported a ``problem``: one round of tiny messages."""
+    """Every rank learns every rank's ``fields`` (the same number of ints on each) and
+    raises the same ValueError if any rank reported a ``problem``: one round of tiny
+    messages."""
     ranks, me = group_ranks(group)
     text = list(problem.encode()[:160].ljust(160))
-    mine = torch.tensor(
-        [len(fields), *fields, *text], dtype=torch.int64, device=device()
-    )
+    mine = torch.tensor([len(fields), *fields, *text], device=device())  # int64
     theirs = [mine if j == me else torch.empty_like(mine) for j in range(len(ranks))]
-    works = [dist.isend(mine, r, group=group) for j, r in enumerate(ranks) if j != me]
-    works += [
-        dist.irecv(theirs[j], r, group=group) for j, r in enumerate(ranks) if j != me
-    ]
+    others = [(j, r) for j, r in enumerate(ranks) if j != me]
+    works = [dist.isend(mine, r, group=group) for _, r in others]
+    works += [dist.irecv(theirs[j], r, group=group) for j, r in others]
     wait_all(works)
     rows = [t.tolist() for t in theirs]
     for j, row in enumerate(rows):
@@ -206,26 +117,35 @@ def agree(
 def agree_on_size(
     t: torch.Tensor, group: dist.ProcessGroup | None, what: str, problem: str = ""
 ) -> None:
-    """Raise on every rank if any rank found a ``problem`` or the tensors' numel/dtype differ."""
-    seen = agree(
-        [t.numel(), DTYPES.index(t.dtype) if t.dtype in DTYPES else -1], problem, group
-    )
+    """Raise on every rank if any rank found a ``problem`` or numel/dtype differ."""
+    code = DTYPES.index(t.dtype) if t.dtype in DTYPES else -1
+    seen = agree([t.numel(), code], problem, group)
     if len({tuple(row) for row in seen}) > 1:
         raise ValueError(
-            f"{what}: tensors differ across ranks (numel, dtype code per rank: {seen}); "
-            "every rank must pass the same size and dtype"
+            f"{what}: tensors differ across ranks (numel, dtype code per rank: "
+            f"{seen}); every rank must pass the same size and dtype"
         )
 
 
 # --8<-- [end:agree]
 
 
-# --8<-- [start:flat]
-def bounds(n: int, parts: int) -> list[int]:
-    """Offsets splitting n elements into ``parts`` near-equal chunks: chunk c is
-    [bounds[c], bounds[c+1]); the first n % parts chunks get one element more."""
-    q, r = divmod(n, parts)
-    return [c * q + min(c, r) for c in range(parts + 1)]
+def peer_problem(peer: int, ranks: list[int], name: str) -> str:
+    return "" if peer in ranks else f"{name}={peer} is not a rank of this group {ranks}"
+
+
+def async_problem(async_op: bool) -> str:
+    return "async_op=True is not supported by the hand-made collectives" * async_op
+
+
+def list_problem(tensors: list | None, like: torch.Tensor, p: int, name: str) -> str:
+    """Why ``tensors`` is not p tensors shaped like ``like``, or ''."""
+    if tensors is None or len(tensors) != p:
+        got = None if tensors is None else len(tensors)
+        return f"{name} must hold {p} tensors (one per rank), got {got}"
+    if any(t.numel() != like.numel() or t.dtype != like.dtype for t in tensors):
+        return f"each tensor in {name} needs numel {like.numel()}, dtype {like.dtype}"
+    return ""
 
 
 def begin(
@@ -235,19 +155,16 @@ def begin(
     what: str,
     check: bool = True,
 ) -> tuple[torch.Tensor, list[int], int]:
-    """Check the input (on every rank, see ``agree``) and return (flat view, global ranks, my index).
-    A non-contiguous tensor is reduced in a contiguous copy that ``end`` writes back."""
+    """Check the input (on every rank, see ``agree``); return (flat view, global ranks,
+    my index). A non-contiguous tensor is reduced in a copy that ``end`` writes back."""
     ranks, me = group_ranks(group)
     problem = op_problem(tensor, op)
     if check and len(ranks) > 1:
         agree_on_size(tensor, group, what, problem)
     elif problem:
         raise ValueError(problem)
-    return (
-        (tensor.view(-1) if tensor.is_contiguous() else tensor.contiguous().view(-1)),
-        ranks,
-        me,
-    )
+    flat = tensor.view(-1) if tensor.is_contiguous() else tensor.contiguous().view(-1)
+    return flat, ranks, me
 
 
 def end(tensor: torch.Tensor, flat: torch.Tensor, op: ReduceOp, p: int) -> None:
@@ -256,4 +173,73 @@ def end(tensor: torch.Tensor, flat: torch.Tensor, op: ReduceOp, p: int) -> None:
         tensor.copy_(flat.view_as(tensor))
 
 
-# --8<-- [end:flat]
+# --8<-- [start:check]
+TOLERANCE = {  # rtol = atol for floats; integers must match exactly
+    torch.float16: 1e-2,
+    torch.bfloat16: 2e-2,
+    torch.float32: 1e-5,
+    torch.float64: 1e-12,
+}
+
+
+def check_against_builtin(
+    fn: Callable[..., None],
+    x: torch.Tensor,
+    op: ReduceOp = ReduceOp.SUM,
+    group: dist.ProcessGroup | None = None,
+    **options: object,
+) -> float:
+    """All-reduce one copy of ``x`` with ``fn`` and one with ``dist.all_reduce``;
+    return max |ours − torch|, or raise AssertionError naming the algorithm if they
+    differ (exactly for integers, by ``TOLERANCE`` for floats)."""
+    ours, theirs = x.clone(), x.clone()
+    fn(ours, op, group, **options)
+    dist.all_reduce(theirs, op, group=group)
+    err = (ours - theirs).abs().max().item() if x.numel() else 0
+    tol = TOLERANCE.get(x.dtype, 0.0)
+    if not torch.allclose(ours, theirs, rtol=tol, atol=tol):
+        raise AssertionError(
+            f"{algorithm_name(fn)}, {op_name(op)}, {x.dtype}, numel {x.numel()}: "
+            f"max |ours − torch| = {err:.3g}, tolerance {tol:g}"
+        )
+    return float(err)
+
+
+def check_every_op(
+    fn: Callable[..., None],
+    x: torch.Tensor,
+    group: dist.ProcessGroup | None = None,
+    **options: object,
+) -> dict[str, float]:
+    """``check_against_builtin`` for each op of the table: {op name: max error}."""
+    return {
+        name: check_against_builtin(fn, x, r.op, group, **options)
+        for name, r in REDUCE_OPS.items()
+    }
+
+
+# --8<-- [end:check]
+
+
+def algorithm_name(fn: Callable) -> str:
+    """``ring_allreduce``, or ``naive_allreduce(variant='everyone')`` for a partial."""
+    if isinstance(fn, functools.partial):
+        args = ", ".join(f"{k}={v!r}" for k, v in fn.keywords.items())
+        return f"{algorithm_name(fn.func)}({args})"
+    return getattr(fn, "__name__", repr(fn))
+
+
+def rank_input(numel: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """A standard-normal vector (n,), different on every rank, on this rank's device."""
+    g = torch.Generator().manual_seed(dist.get_rank())
+    return torch.randn(numel, dtype=dtype, generator=g).to(device())
+
+
+def add_numel_argument(parser: argparse.ArgumentParser, default: int) -> None:
+    """The ``--numel`` option every all-reduce snippet takes."""
+    parser.add_argument(
+        "--numel",
+        type=positive_int,
+        default=default,
+        help=f"elements to all-reduce (default {default:,})",
+    )

@@ -1,31 +1,33 @@
 """Point-to-point: send/recv, isend/irecv and wait, batch_isend_irecv, a deadlock on
 purpose, and what happens if you touch a buffer before ``wait()``.
 
-Ranks pair up (0↔1, 2↔3, …) and swap a tensor three ways that work, then once the way
-that does not: both call the blocking ``send`` first. gloo's ``send`` returns only once
-the receiver has posted a matching ``recv`` (even for a 4-byte message), so both ranks
-wait for each other forever. Here that exchange runs in a process group of its own with
-a short timeout, so it fails after ``--deadlock-timeout`` seconds and the demo explains
-what happened instead of hanging.
+Ranks pair up (0↔1, 2↔3, …) and swap a tensor three ways that work, then once the
+way that does not: both call the blocking ``send`` first. gloo's ``send`` returns only
+once the receiver has posted a matching ``recv`` (even for a 4-byte message), so both
+ranks wait for each other forever. Here that exchange runs in a process group of its
+own with a short timeout, so it fails after ``--deadlock-timeout`` seconds and the
+demo explains what happened instead of hanging.
 
-    python -m snippets.comm.point_to_point
-    torchrun --nproc-per-node 2 -m snippets.comm.point_to_point
+    python -m snippets run point_to_point
+    torchrun --nproc-per-node 2 -m snippets run point_to_point
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import re
 import time
 
 import torch
 import torch.distributed as dist
 
-from snippets.core.cli import main_entry
+from snippets.core.cli import main_entry, positive_float
 from snippets.core.runtime import Spec, device, print0
 
 SPEC = Spec(
-    summary="send/recv, isend/irecv, batch_isend_irecv, a deadlock caught by a timeout, buffer reuse",
+    summary="send/recv, isend/irecv, batch_isend_irecv, a deadlock caught by a "
+    "timeout, buffer reuse",
     world_size=2,
     min_world_size=2,
 )
@@ -33,8 +35,8 @@ SPEC = Spec(
 
 # --8<-- [start:blocking]
 def swap_by_parity(mine: torch.Tensor, theirs: torch.Tensor, peer: int) -> None:
-    """Blocking send/recv can't both go first: the even rank sends then receives, the odd
-    rank receives then sends."""
+    """Blocking send/recv can't both go first: the even rank sends, then receives;
+    the odd rank receives, then sends."""
     if dist.get_rank() % 2 == 0:
         dist.send(mine, peer)
         dist.recv(theirs, peer)
@@ -56,7 +58,7 @@ def swap_nonblocking(mine: torch.Tensor, theirs: torch.Tensor, peer: int) -> Non
 
 
 def swap_batched(mine: torch.Tensor, theirs: torch.Tensor, peer: int) -> None:
-    """batch_isend_irecv posts a list of operations together (on NCCL: one fused launch)."""
+    """batch_isend_irecv posts a list of operations together (NCCL: one launch)."""
     ops = [dist.P2POp(dist.isend, mine, peer), dist.P2POp(dist.irecv, theirs, peer)]
     for w in dist.batch_isend_irecv(ops):
         w.wait()
@@ -75,21 +77,16 @@ def both_send_first(
 
 
 def deadlock_demo(peer: int, timeout_s: float) -> tuple[float, str]:
-    """Run both_send_first in a group of its own whose timeout is ``timeout_s``; return how long
-    it took to fail and the backend's error ('' if it did not block, as on a backend that
-    buffers small sends; the run then says so instead of claiming a deadlock)."""
+    """Run both_send_first in a group of its own whose timeout is ``timeout_s``;
+    return how long it took to fail and the backend's error ('' if it did not block,
+    as on a backend that buffers small sends: the run then says so)."""
     short = dist.new_group(
         list(range(dist.get_world_size())),
         timeout=datetime.timedelta(seconds=timeout_s),
     )
-    if (
-        peer >= dist.get_world_size()
-    ):  # an odd rank out: it only had to help create the group
+    if peer >= dist.get_world_size():  # the odd rank out only helped make the group
         return 0.0, ""
-    mine, theirs = (
-        torch.ones(1, device=device()),
-        torch.empty(1, device=device()),
-    )  # 4 bytes is enough
+    mine, theirs = torch.ones(1, device=device()), torch.empty(1, device=device())
     start = time.perf_counter()
     try:
         both_send_first(mine, theirs, peer, short)
@@ -103,8 +100,8 @@ def deadlock_demo(peer: int, timeout_s: float) -> tuple[float, str]:
 
 # --8<-- [start:hazard]
 def write_before_wait(peer: int) -> list[float]:
-    """Rank 0 starts an isend of ones, then overwrites the buffer with twos before wait();
-    rank 1 posts its recv a little later. Returns what rank 1 received (rank 0: [])."""
+    """Rank 0 starts an isend of ones, then overwrites the buffer with twos before
+    wait(); rank 1 posts its recv a little later. Returns what rank 1 got (0: [])."""
     buf = torch.ones(4, device=device())
     if dist.get_rank() % 2 == 0:
         work = dist.isend(buf, peer)
@@ -120,28 +117,21 @@ def write_before_wait(peer: int) -> list[float]:
 # --8<-- [end:hazard]
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a number of seconds, got {text!r}"
-        ) from None
-    if not 0 < value <= 60:
-        raise argparse.ArgumentTypeError(
-            f"--deadlock-timeout must be between 0 and 60 seconds, got {text}"
-        )
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--deadlock-timeout",
-        type=_seconds,
+        type=positive_float,
         default=3.0,
         metavar="S",
-        help="how long the deliberate deadlock may wait before its group times out (default 3)",
+        help="seconds the deliberate deadlock waits before its group times out "
+        "(default 3)",
     )
+
+
+def _gloo_error(text: str, width: int) -> str:
+    """The backend's message without its source-file prefix, cut to ``width``."""
+    text = re.sub(r"^\[[^\]]*\]\s*", "", text)
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def main(deadlock_timeout: float = 3.0) -> dict:
@@ -155,18 +145,14 @@ def main(deadlock_timeout: float = 3.0) -> dict:
         ("batch_isend_irecv", swap_batched),
     ):
         if paired:
-            mine = (
-                torch.arange(5, dtype=torch.float32, device=dev) + 10 * me
-            )  # (5,) what I send
+            mine = torch.arange(5.0, device=dev) + 10 * me  # (5,) what I send
             theirs = torch.empty(5, device=dev)
             swap(mine, theirs, peer)
-            expected = (
-                torch.arange(5, dtype=torch.float32, device=dev) + 10 * peer
-            )  # what the peer must have sent
+            expected = torch.arange(5.0, device=dev) + 10 * peer  # what peer sent
             assert torch.equal(theirs, expected), (
                 f"{name}: got {theirs.tolist()}, expected {expected.tolist()}"
             )
-        rows.append({"exchange": name, "result": "both ranks got the other's tensor ✓"})
+        rows.append({"exchange": name, "result": "both got the other's tensor ✓"})
 
     seconds, error = deadlock_demo(peer, deadlock_timeout)
     got = write_before_wait(peer) if paired else []
@@ -177,7 +163,7 @@ def main(deadlock_timeout: float = 3.0) -> dict:
     rows.append(
         {
             "exchange": "send first on both ranks",
-            "result": f"deadlock: no progress until the {deadlock_timeout:g} s timeout fired"
+            "result": f"deadlock until the {deadlock_timeout:g} s timeout"
             if blocked
             else "no deadlock: this backend buffered the small sends",
         }
@@ -194,27 +180,22 @@ def main(deadlock_timeout: float = 3.0) -> dict:
     print0(f"{p} ranks, paired 0↔1 …")
     for row in rows[:3]:
         print0(f"  {row['exchange']:<30} {row['result']}")
-    print0(
-        f"  both ranks call send first (4 bytes each): rank 0 failed after {everyone[0]['seconds']:.1f} s, "
-        f"rank 1 after {everyone[1]['seconds']:.1f} s (group timeout {deadlock_timeout:g} s)"
-    )
+    print0(f"  both call send first, 4 bytes, group timeout {deadlock_timeout:g} s:")
     for r in (0, 1):
-        print0(f"    rank {r}: {everyone[r]['error'][:110]}")
-    print0(
-        "    gloo's send returns only when the peer has posted its recv, and neither rank got that far."
-        if blocked
-        else "    neither blocked: the sends were buffered (a correct program must not rely on it)."
-    )
+        e = everyone[r]
+        why = _gloo_error(e["error"], 56) if e["error"] else "returned"
+        print0(f"    rank {r} after {e['seconds']:.1f} s: {why}")
+    if blocked:
+        print0("    gloo's send returns only when the peer has posted its recv,")
+        print0("    and neither rank got that far.")
+    else:
+        print0("    neither blocked: the sends were buffered (don't rely on it).")
     print0(f"  isend(ones), fill_(2) before wait(): the receiver got {received}")
-    print0(
-        "    "
-        + (
-            "gloo reads the buffer when the receiver is ready, not at isend: touching it before "
-            "wait() changed what was sent."
-            if changed
-            else "this time the data had left before the write; the contract still says: wait() first."
-        )
-    )
+    if changed:
+        print0("    gloo reads the buffer when the receiver is ready, not at isend:")
+        print0("    touching it before wait() changed what was sent.")
+    else:
+        print0("    this time the data left before the write; still: wait() first.")
     return {
         "tables": {"exchanges": rows},
         "deadlocked": blocked,

@@ -1,11 +1,11 @@
-"""Process groups: who am I, how many are we, and how do some of us talk among ourselves.
+"""Process groups: who am I, how many are we, and how do some of us talk alone.
 
-Every rank reports its rank, local rank, host and device; the world all-reduces the ranks
-(the answer must be p(p-1)/2); then the ranks split into two sub-groups, evens and odds,
-and each sub-group all-reduces on its own. Run it locally or under torchrun, unchanged:
+Every rank reports its rank, local rank, host and device; the world all-reduces the
+ranks (the answer must be p(p-1)/2); then the ranks split into two sub-groups, evens
+and odds, and each sub-group all-reduces on its own. Locally or under torchrun:
 
-    python -m snippets.comm.process_groups            # spawns 4 local ranks (gloo on a CPU)
-    torchrun --nproc-per-node 4 -m snippets.comm.process_groups
+    python -m snippets run process_groups           # 4 local ranks (gloo on a CPU)
+    torchrun --nproc-per-node 4 -m snippets run process_groups
 """
 
 from __future__ import annotations
@@ -30,9 +30,8 @@ def who_am_i() -> dict:
     """What one rank knows about itself once the group exists."""
     return {
         "rank": dist.get_rank(),  # 0 … p-1 across every node
-        "local_rank": int(
-            os.environ.get("LOCAL_RANK", dist.get_rank())
-        ),  # which GPU on this node
+        # which GPU on this node
+        "local_rank": int(os.environ.get("LOCAL_RANK", dist.get_rank())),
         "host": socket.gethostname(),
         "backend": dist.get_backend(),
         "device": str(device()),
@@ -44,8 +43,8 @@ def who_am_i() -> dict:
 
 # --8<-- [start:subgroups]
 def parity_groups(world_size: int) -> dict[int, dist.ProcessGroup]:
-    """Evens and odds. Every rank must call new_group for every group, in the same order,
-    even for the groups it is not in: creating a group is itself a collective."""
+    """Evens and odds. Every rank must call new_group for every group, in the same
+    order, even for the groups it is not in: creating a group is itself a collective."""
     return {
         parity: dist.new_group([r for r in range(world_size) if r % 2 == parity])
         for parity in (0, 1)
@@ -86,14 +85,16 @@ def main() -> dict:
 
     rows: list = [None] * p
     dist.all_gather_object(rows, me)  # rank 0 collects everyone's view for the table
-    print0(
-        f"world: {p} ranks, backend {me['backend']}; all_reduce(rank) = {total:g} = p(p-1)/2 ✓"
-    )
+    print0(f"world: {p} ranks, backend {me['backend']}")
+    print0(f"  all_reduce(rank) = {total:g} = p(p-1)/2 ✓")
     for row in rows:
         print0(
-            f"  rank {row['rank']} (local {row['local_rank']}, {row['host']}, {row['device']}): "
-            f"{row['group']} rank {row['group_rank']}/{row['group_size']}, sum over its group = {row['group_sum']:g} ✓"
+            f"  rank {row['rank']} (local {row['local_rank']}, {row['device']}): "
+            f"{row['group']} rank {row['group_rank']}/{row['group_size']}, "
+            f"group sum {row['group_sum']:g} ✓"
         )
+    hosts = sorted({row["host"] for row in rows})
+    print0(f"hosts: {', '.join(hosts)}"[:88])
     return {"tables": {"ranks": rows}, "world_size": p, "world_sum": total}
 
 

@@ -1,9 +1,9 @@
-"""All five hand-made all-reduces against dist.all_reduce: every op, dtype and awkward size,
-on 1–8 ranks (3 and 5 always; the rest marked slow), one launch per world size.
+"""All six hand-made all-reduces against dist.all_reduce: every op, dtype and awkward
+size, on 1–8 ranks (3 and 5 always; the rest marked slow), one launch per world size.
 
-Exact for integers, allclose for floats. Also: bad input raises on every rank (no hang),
-sub-groups, non-contiguous and multi-dimensional tensors, and AVG on integers refused the
-way torch refuses it.
+Exact for integers, allclose for floats. Also: bad input raises on every rank (no
+hang), sub-groups, non-contiguous and multi-dimensional tensors, AVG on integers
+refused the way torch refuses it, and a bad --numel refused by the parser.
 """
 
 from __future__ import annotations
@@ -15,9 +15,12 @@ import torch
 import torch.distributed as dist
 from torch.distributed import ReduceOp
 
-from snippets.comm import allreduce
+from snippets.comm import allreduce, halving_doubling, naive_allreduce
+from snippets.comm import ring_allreduce as ring
+from snippets.comm import tree_allreduce as tree
 from snippets.comm.ring_allreduce import ring_allreduce
 from snippets.comm.tree_allreduce import double_tree_allreduce, tree_allreduce
+from snippets.core.cli import snippet_options
 from snippets.core.runtime import device, launch
 
 OPS = {
@@ -29,11 +32,10 @@ OPS = {
 }
 DTYPES = (torch.float32, torch.float64, torch.int64)
 
-# Every public algorithm, plus the variants that exercise other code paths (tiny segments
-# make the pipelines run many segments per chunk; "everyone" is the second naive way).
+# Every algorithm, plus variants that take other code paths (tiny segments make the
+# pipelines run many segments per chunk).
 VARIANTS = {
     **allreduce.ALGORITHMS,
-    "naive everyone": functools.partial(allreduce.naive_allreduce, variant="everyone"),
     "ring, 24-byte segments": functools.partial(ring_allreduce, segment_bytes=24),
     "tree, 24-byte segments": functools.partial(tree_allreduce, segment_bytes=24),
     "double tree, 24-byte segments": functools.partial(
@@ -59,7 +61,7 @@ def _same(ours: torch.Tensor, theirs: torch.Tensor) -> bool:
 
 
 def sweep_rank() -> list[str]:
-    """Every variant × op × dtype × size on this rank; returns what went wrong (nothing, we hope)."""
+    """Every variant × op × dtype × size on this rank; returns what went wrong."""
     p, me = dist.get_world_size(), dist.get_rank()
     sizes = sorted({1, p + 1, 37})  # fewer elements than ranks, not divisible by p, odd
     failures = []
@@ -234,6 +236,20 @@ def test_main_reports_every_algorithm(on_3_ranks: list[dict]) -> None:
     assert [
         row["algorithm"] for row in on_3_ranks[0]["main"]["tables"]["algorithms"]
     ] == list(allreduce.ALGORITHMS)
+
+
+@pytest.mark.parametrize(
+    "module", [allreduce, naive_allreduce, ring, tree, halving_doubling]
+)
+@pytest.mark.parametrize("bad", ["0", "-3", "1.5", "abc"])
+def test_bad_numel_is_refused_by_the_parser(
+    module: object, bad: str, capsys: pytest.CaptureFixture
+) -> None:
+    with pytest.raises(SystemExit) as stop:
+        snippet_options(module, ["--numel", bad], "allreduce")
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1, err
+    assert "--numel" in err
 
 
 @pytest.mark.gpu

@@ -1,6 +1,7 @@
-"""Every hand-made collective against torch.distributed's own, on 3 and 5 ranks (1, 2, 4, 6,
-7, 8 marked slow), odd lengths, roots that are not rank 0, sub-groups, and bad input that
-must raise on every rank."""
+"""Every hand-made collective against torch.distributed's own, on 3 and 5 ranks (1, 2,
+4, 6, 7, 8 marked slow), odd lengths, roots that are not rank 0, sub-groups, and bad
+input that must raise on every rank; the barrier by timing, a check that a barrier
+that does not wait fails."""
 
 from __future__ import annotations
 
@@ -128,6 +129,36 @@ def collectives_rank() -> list[str]:
     check("all_gather in a sub-group", all(map(torch.equal, la, lb)))
     C.barrier(group=group)
     return bad
+
+
+def barrier_rank() -> dict:
+    """The same timing check around our barrier, torch's, and one that does not wait:
+    the check must pass the first two and catch the third."""
+    out = {}
+    for name, fn in (
+        ("ours", C.barrier),
+        ("torch", dist.barrier),
+        ("no-op", lambda: None),
+    ):
+        last_in, first_out = C.barrier_times(fn, delay_s=0.3)
+        out[name] = first_out - last_in  # ≥ 0: nobody left before the last came
+    p, me = dist.get_world_size(), dist.get_rank()
+    group = dist.new_group(list(range(1, p)))  # every rank but 0
+    if me != 0:
+        t = C.barrier_times(lambda: C.barrier(group=group), 0.3, group)
+        out["sub-group"] = t[1] - t[0]
+    return out
+
+
+@pytest.mark.parametrize("p", [3, 5])
+def test_barrier_holds_every_rank_until_the_last_arrives(p: int) -> None:
+    per_rank = launch(barrier_rank, p, backend="gloo", timeout_s=60)
+    slack = per_rank[0]
+    assert slack["ours"] >= 0 and slack["torch"] >= 0, slack
+    assert per_rank[1]["sub-group"] >= 0, per_rank[1]
+    # a barrier that does not wait lets the early ranks go about 0.3 s too soon:
+    # the same check fails for it, so it can fail for ours
+    assert slack["no-op"] < -0.2, slack
 
 
 def bad_input_rank() -> dict:

@@ -22,7 +22,7 @@ def check_rank() -> dict:
     return {"trace": trace, "main": H.main(2003)}
 
 
-@pytest.fixture(scope="module", params=[4, 5])
+@pytest.fixture(scope="module", params=[4, 5, 6])
 def run(request: pytest.FixtureRequest) -> tuple[int, list[dict]]:
     return request.param, launch(
         check_rank, request.param, backend="gloo", timeout_s=60
@@ -43,23 +43,40 @@ def test_rounds(run: tuple[int, list[dict]]) -> None:
             assert bin(s.src ^ s.dst).count("1") == 1
 
 
-def test_bytes_per_rank(run: tuple[int, list[dict]]) -> None:
+def rabenseifner_bytes(v: int, q: int, n: int, itemsize: int) -> int:
+    """What virtual rank v sends in the reduce-scatter and all-gather, from the
+    schedule: in the round with blocks of 2^k chunks it sends one half of its block
+    (halving) and, coming back, the other half (doubling), so the whole aligned block
+    of 2^k chunks around v, for k = 1 … log2 q. With equal chunks that is
+    (2 + 4 + … + q) · n/q = 2(q−1)/q · n elements."""
+    chunk = [n // q + (j < n % q) for j in range(q)]  # the first n % q get one more
+    total, size = 0, 2
+    while size <= q:
+        start = v // size * size
+        total += sum(chunk[start : start + size])
+        size *= 2
+    return total * itemsize
+
+
+def test_every_rank_sends_what_the_schedule_says(run: tuple[int, list[dict]]) -> None:
     p, per_rank = run
     q = 1 << (p.bit_length() - 1)
-    inner = (
-        2 * (q - 1) / q * N * 8
-    )  # the ring's volume, among the q ranks that take part
-    for r in range(p):
-        sent = sum(
-            s.nbytes
-            for s in per_rank[r]["trace"]
-            if s.phase in ("reduce-scatter", "all-gather")
-        )
-        folded = sum(
-            s.nbytes for s in per_rank[r]["trace"] if s.phase in ("fold", "unfold")
-        )
-        assert sent == 0 or abs(sent - inner) <= 2 * q * 8, (r, sent, inner)
-        assert folded in (0, N * 8)
+    r = p - q  # ranks 0 … 2r−1 pair up: the even ones fold into the odd ones
+    ring = 2 * (q - 1) / q * N * 8  # the ring's volume, among the q that take part
+    for me in range(p):
+        trace = per_rank[me]["trace"]
+        sent = {
+            phase: sum(s.nbytes for s in trace if s.phase == phase)
+            for phase in ("fold", "reduce-scatter", "all-gather", "unfold")
+        }
+        folded_away = me < 2 * r and me % 2 == 0
+        v = me // 2 if me < 2 * r else me - r
+        inner = 0 if folded_away else rabenseifner_bytes(v, q, N, 8)
+        assert sent["reduce-scatter"] + sent["all-gather"] == inner, (me, sent)
+        assert sent["fold"] == (N * 8 if folded_away else 0), (me, sent)
+        assert sent["unfold"] == (N * 8 if me < 2 * r and me % 2 else 0), (me, sent)
+        if not folded_away:  # and the exact count is the ring's, give or take a chunk
+            assert abs(inner - ring) <= (q.bit_length() - 1) * 8, (me, inner, ring)
 
 
 def test_main(run: tuple[int, list[dict]]) -> None:

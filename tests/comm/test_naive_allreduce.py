@@ -1,5 +1,6 @@
-"""Naive all-reduces: both variants agree with dist.all_reduce (inside main), and the bytes
-each rank sends, from the trace, are what the note says: (p−1)·n at the root / everywhere."""
+"""Naive all-reduces: both variants agree with dist.all_reduce (inside main), and the
+bytes each rank sends, from the trace, are what the note says: (p−1)·n at the root,
+or everywhere."""
 
 from __future__ import annotations
 

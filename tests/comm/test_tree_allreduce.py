@@ -1,5 +1,6 @@
-"""Tree and double binary tree: shapes (depth ⌈log2 p⌉, a valid tree, complementary roles)
-checked for p = 1…16 without any process, then traces against the theory on 3 and 6 ranks."""
+"""Tree and double binary tree: shapes (depth ⌈log2 p⌉, a valid tree, complementary
+roles) checked for p = 1…16 without any process, then traces against the theory on 3
+and 6 ranks."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from snippets.comm import binary_trees as B
 from snippets.comm import tree_allreduce as T
 from snippets.core.runtime import launch
 
@@ -16,21 +18,21 @@ N = 1001
 @pytest.mark.parametrize("p", range(1, 17))
 def test_btree_is_a_tree_of_depth_ceil_log2_p(p: int) -> None:
     for which in (0, 1):
-        pos, rank_at = T.tree_of(p, which)
-        parents = {r: T.btree(p, pos(r))[0] for r in range(p)}
+        pos, rank_at = B.tree_of(p, which)
+        parents = {r: B.btree(p, pos(r))[0] for r in range(p)}
         assert sorted(rank_at(pos(r)) for r in range(p)) == list(range(p))
         assert sum(par == -1 for par in parents.values()) == 1  # one root
         for r in range(p):  # parent and child lists agree
-            for c in T.btree(p, pos(r))[1]:
-                assert T.btree(p, c)[0] == pos(r)
-            assert len(T.btree(p, pos(r))[1]) <= 2
-    assert max(T.depth(p, r) for r in range(p)) == (p - 1).bit_length()
+            for c in B.btree(p, pos(r))[1]:
+                assert B.btree(p, c)[0] == pos(r)
+            assert len(B.btree(p, pos(r))[1]) <= 2
+    assert max(B.depth(p, r) for r in range(p)) == (p - 1).bit_length()
 
 
 @pytest.mark.parametrize("p", range(2, 17))
 def test_every_rank_is_inner_in_at_most_one_tree(p: int) -> None:
     inner_in_both = [
-        r for r in range(p) if all(T.btree(p, T.tree_of(p, w)[0](r))[1] for w in (0, 1))
+        r for r in range(p) if all(B.btree(p, B.tree_of(p, w)[0](r))[1] for w in (0, 1))
     ]
     assert len(inner_in_both) == (0 if p % 2 == 0 else 1) or (
         p == 3 and len(inner_in_both) <= 1
@@ -86,9 +88,8 @@ def test_double_tree_sends_about_what_a_ring_sends(run: tuple[int, list[dict]]) 
     }
     assert max(double.values()) <= 2 * N * 8 + 16  # ≤ p/(p−1) × the ring's 2(p−1)/p · n
     assert max(double.values()) <= ring * p / (p - 1) + 16
-    if (
-        p >= 4
-    ):  # one tree has a node with two children: it sends n up and 2n down, the double tree less
+    # one tree has a node with two children: it sends n up and 2n down; two trees less
+    if p >= 4:
         assert max(single.values()) == 3 * N * 8
         assert max(double.values()) < max(single.values())
 

@@ -1,12 +1,13 @@
 """Lists made from the notes themselves, never kept by hand.
 
-* ``docs/sitemap.md``: ``<!-- notes:by-series -->`` and ``<!-- notes:by-date -->`` become
-  every note, grouped by series and by month.
-* ``docs/index.md``: ``<!-- notes:latest -->`` (the newest notes) and ``<!-- notes:series -->``.
+* ``docs/sitemap.md``: ``<!-- notes:by-series -->`` and ``<!-- notes:by-date -->``
+  become every note, grouped by series and by month.
+* ``docs/index.md``: ``<!-- notes:latest -->`` (the newest notes) and
+  ``<!-- notes:series -->``.
 * every note gets "previous / next in this series" links at its end.
 
-A note is ``docs/blog/posts/*.md``; its series is its first category, its date the scalar
-``date:`` of its front matter.
+A note is ``docs/blog/posts/*.md``; its series is its first category, its date the
+scalar ``date:`` of its front matter.
 """
 
 from __future__ import annotations
@@ -44,11 +45,13 @@ def on_files(files, config):
         date = meta.get("date")
         if not isinstance(date, datetime.date):
             raise PluginError(
-                f"{f.src_uri}: front matter needs a scalar 'date: YYYY-MM-DD' (the feeds read it)"
+                f"{f.src_uri}: front matter needs a scalar 'date: YYYY-MM-DD'"
+                " (the feeds read it)"
             )
         if not meta.get("title") or not meta.get("categories"):
             raise PluginError(
-                f"{f.src_uri}: front matter needs 'title' and 'categories' (the first is the series)"
+                f"{f.src_uri}: front matter needs 'title' and 'categories'"
+                " (the first is the series)"
             )
         notes.append(
             Note(

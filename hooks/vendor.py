@@ -1,8 +1,9 @@
 """Serve the site's third-party JavaScript and fonts ourselves.
 
-mermaid and KaTeX come from npm packages installed at build time (``npm ci``, pinned by
-package-lock.json, git-ignored); this hook copies the files the pages load into the built
-site, so no page ever asks a CDN or a font host for anything.
+mermaid, KaTeX and Vega (vega, vega-lite, vega-embed) come from npm packages installed
+at build time (``npm ci``, pinned by package-lock.json, git-ignored); this hook copies
+the files the pages load into the built site, so no page ever asks a CDN or a font
+host for anything. ``hooks/charts.py`` decides which pages load the Vega files.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ FILES = [
     ("katex/dist/katex.min.css", "katex/katex.min.css"),
     ("katex/dist/contrib/auto-render.min.js", "katex/contrib/auto-render.min.js"),
     ("katex/dist/fonts", "katex/fonts"),
+    ("vega/build/vega.min.js", "vega/vega.min.js"),
+    ("vega-lite/build/vega-lite.min.js", "vega/vega-lite.min.js"),
+    ("vega-embed/build/vega-embed.min.js", "vega/vega-embed.min.js"),
 ]
 
 
@@ -30,7 +34,8 @@ def on_config(config):
     missing = [src for src, _ in FILES if not (_node_modules(config) / src).exists()]
     if missing:
         raise PluginError(
-            f"site assets missing ({missing[0]}): run 'npm ci' first (make site does it)"
+            f"site assets missing ({missing[0]}): run 'npm ci' first"
+            " (make site does it)"
         )
     return config
 

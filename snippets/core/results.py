@@ -1,17 +1,17 @@
-"""Results as data first (JSON), rendered second (Markdown, SVG), always with provenance.
+"""Results as data first (JSON), rendered second (Markdown, charts), with provenance.
 
 What a snippet's ``main()`` may return (rank 0's value is the one kept)::
 
-    {"tables":  {"<table>": [{"column": value, ...}, ...]},   # → results/<name>.<table>.md
-     "figures": {"<figure>": "<svg ...>...</svg>"},            # → results/<name>.<figure>.svg and .md
-     "markdown": {"<part>": "any Markdown, e.g. a mermaid fence"},  # → results/<name>.<part>.md
-     "provenance": {"backend": "gloo", "world_size": 2},       # only if main() starts ranks itself
+    {"tables": {"<table>": [{"column": value, ...}, ...]},  # results/<name>.<table>.md
+     "figures": {"<figure>": vega_lite_spec},  # <name>.<figure>.vl.json and .md
+     "markdown": {"<part>": "any Markdown, e.g. a mermaid fence"},  # <name>.<part>.md
+     "provenance": {"backend": "gloo", "world_size": 2},  # if main() starts ranks
      ...anything else JSON can hold...}
 
 ``run-all`` adds what it saw: the command, its printed output, the provenance (device,
 backend, world size, torch, commit, UTC time) and a hash of the code it ran, and writes
-``results/<name>.json`` plus ``results/<name>.md`` (the output and a provenance line) for
-the notes to include.
+``results/<name>.json`` plus ``results/<name>.md`` (the output and a provenance line)
+for the notes to include. A figure's spec comes from ``snippets.core.charts``.
 """
 
 from __future__ import annotations
@@ -96,6 +96,44 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _cell_html(v: Any) -> str:
+    return html.escape(f"{v:.4g}" if isinstance(v, float) else str(v))
+
+
+def chart_html(spec: dict[str, Any]) -> str:
+    """A chart for the page: the Vega-Lite spec inline (the page's script draws it), a
+    caption, and the data as a table for readers who cannot see the chart.
+
+    It has no blank line, since a blank line would end the HTML block in Markdown."""
+    if not isinstance(spec, dict):
+        raise TypeError(f"a figure is a Vega-Lite spec (dict), not {type(spec)}")
+    title = spec.get("title", "")
+    title = " ".join(title) if isinstance(title, list) else str(title)
+    caption = html.escape(spec.get("description") or title)
+    columns = spec.get("usermeta", {}).get("columns", {})
+    rows = spec.get("data", {}).get("values", [])
+    columns = columns or dict.fromkeys(k for row in rows for k in row)
+    head = "".join(f"<th>{html.escape(t or k)}</th>" for k, t in columns.items())
+    body = "".join(
+        "<tr>"
+        + "".join(f"<td>{_cell_html(row.get(k, ''))}</td>" for k in columns)
+        + "</tr>"
+        for row in rows
+    )
+    # "</" would end the script element early; JSON allows the escaped "<\/".
+    inline = json.dumps(spec, ensure_ascii=False).replace("</", "<\\/")
+    return (
+        '<figure class="cp-chart">\n'
+        '<div class="cp-chart__view"></div>\n'
+        f'<script type="application/json" class="cp-chart__spec">{inline}</script>\n'
+        f"<figcaption>{caption}</figcaption>\n"
+        '<details class="cp-chart__data"><summary>The numbers</summary>\n'
+        f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>\n"
+        "</details>\n"
+        "</figure>\n"
+    )
+
+
 def provenance_line(p: dict[str, Any]) -> str:
     ranks = f"{p['world_size']} rank{'s' if p['world_size'] != 1 else ''}"
     text = (
@@ -111,19 +149,13 @@ def write(results_dir: Path, name: str, record: dict[str, Any]) -> list[Path]:
     value = record.get("result") if isinstance(record.get("result"), dict) else {}
     prov = provenance_line(record["provenance"])
     files: dict[str, str] = {}
-    files[f"{name}.md"] = (
-        f'```text title="$ {record["command"]}"\n{record["output"].rstrip()}\n```\n\n{prov}'
-    )
+    command, output = record["command"], record["output"].rstrip()
+    files[f"{name}.md"] = f'```text title="$ {command}"\n{output}\n```\n\n{prov}'
     for table, rows in value.get("tables", {}).items():
         files[f"{name}.{table}.md"] = markdown_table(rows) + "\n" + prov
-    for figure, svg in value.get("figures", {}).items():
-        files[f"{name}.{figure}.svg"] = svg
-        flat = "\n".join(
-            line for line in svg.splitlines() if line.strip()
-        )  # a blank line would end the HTML block
-        files[f"{name}.{figure}.md"] = (
-            f'<figure class="cp-figure">\n{flat}\n</figure>\n\n{prov}'
-        )
+    for figure, spec in value.get("figures", {}).items():
+        files[f"{name}.{figure}.vl.json"] = json.dumps(spec, indent=2) + "\n"
+        files[f"{name}.{figure}.md"] = chart_html(spec) + "\n" + prov
     for part, text in value.get("markdown", {}).items():
         files[f"{name}.{part}.md"] = f"{text.rstrip()}\n\n{prov}"
     files[f"{name}.json"] = json.dumps(record, indent=2, default=str) + "\n"

@@ -9,7 +9,7 @@ import json
 import jsonschema
 import pytest
 
-from snippets.core import charts
+from snippets.core import chart_style, charts
 
 SERIES = {
     "ring": [(8, 2e-5), (1024, 3e-5), (1 << 20, 1.5e-3)],
@@ -65,10 +65,10 @@ def test_the_contrast_formula_matches_known_pairs() -> None:
 
 
 @pytest.mark.parametrize(
-    "background", [charts.LIGHT_BACKGROUND, charts.DARK_BACKGROUND]
+    "background", [chart_style.LIGHT_BACKGROUND, chart_style.DARK_BACKGROUND]
 )
 def test_every_series_colour_has_3_to_1_contrast(background: str) -> None:
-    ratios = {c: contrast(c, background) for c in charts.PALETTE}
+    ratios = {c: contrast(c, background) for c in chart_style.PALETTE}
     assert min(ratios.values()) >= 3.0, ratios
 
 
@@ -77,7 +77,7 @@ def test_the_dark_background_is_materials_slate() -> None:
     import colorsys
 
     rgb = colorsys.hls_to_rgb(225 / 360, 0.14, 0.15)
-    assert charts.DARK_BACKGROUND == "#%02x%02x%02x" % tuple(
+    assert chart_style.DARK_BACKGROUND == "#%02x%02x%02x" % tuple(
         round(c * 255) for c in rgb
     )
 
@@ -105,8 +105,8 @@ def test_a_model_shares_its_measurements_colour_and_is_dashed() -> None:
         zip(enc["strokeDash"]["scale"]["domain"], enc["strokeDash"]["scale"]["range"])
     )
     assert colour["ring (model)"] == colour["ring"] != colour["tree"]
-    assert dash["ring (model)"] == charts.MODEL_DASH
-    assert dash["ring"] == dash["tree"] == charts.MEASURED_DASH
+    assert dash["ring (model)"] == chart_style.MODEL_DASH
+    assert dash["ring"] == dash["tree"] == chart_style.MEASURED_DASH
     assert len(set(map(tuple, dash.values()))) == 2
 
 
@@ -176,7 +176,7 @@ def test_long_titles_wrap_rather_than_clip() -> None:
         unit="µs",
     )
     assert len(spec["title"]) > 1
-    assert all(len(line) <= charts.TITLE_WIDTH for line in spec["title"])
+    assert all(len(line) <= chart_style.TITLE_WIDTH for line in spec["title"])
 
 
 def test_text_is_at_least_11_px() -> None:

@@ -1,11 +1,13 @@
 """The built site in a real browser with every other host unreachable: math typesets,
-mermaid draws, search answers, and no page even tries to fetch from elsewhere."""
+mermaid draws, search answers, code fits its block, charts draw, answer the mouse and
+stay legible on a phone in both schemes, and no page even tries to fetch elsewhere."""
 
 from __future__ import annotations
 
 import functools
 import http.server
 import os
+import re
 import shutil
 import threading
 from pathlib import Path
@@ -15,18 +17,34 @@ import pytest
 
 pytestmark = pytest.mark.browser
 
+CHART = '<figure class="cp-chart">'
+CHART_CODE = re.compile(r"/assets/(vendor/vega/|javascripts/charts\.js)")
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
 
 def chromium() -> str:
-    for candidate in (os.environ.get("CHROMIUM"), "chromium", "chromium-browser", "google-chrome"):
-        if candidate and shutil.which(candidate):
-            return shutil.which(candidate)
+    for name in (os.environ.get("CHROMIUM"), "chromium", "chromium-browser"):
+        if name and shutil.which(name):
+            return shutil.which(name)
     pytest.skip("no Chromium here (CI installs Debian's chromium package)")
+
+
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:  # one line per request would drown the report
+        pass
 
 
 @pytest.fixture(scope="module")
 def served(built_site: Path):
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(built_site))
-    handler.log_message = lambda *a, **k: None
+    handler = functools.partial(Quiet, directory=str(built_site))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}/"
@@ -36,53 +54,102 @@ def served(built_site: Path):
 @pytest.fixture(scope="module")
 def browser():
     from playwright.sync_api import sync_playwright
+
     with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=chromium(), args=[
-            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync"])
+        b = pw.chromium.launch(executable_path=chromium(), args=FLAGS)
         yield b
         b.close()
 
 
 @pytest.fixture()
-def page(browser, served):
-    """A page whose every request to another host is refused, and recorded."""
-    context = browser.new_context()
-    foreign: list[str] = []
+def open_page(browser):
+    """``open_page(width=…, scheme=…)``: a page whose every request to another host
+    is refused and recorded (``.foreign``), with its requests and its errors."""
+    contexts = []
 
-    def route(r):
-        host = urlsplit(r.request.url).hostname
-        if r.request.url.startswith(("data:", "blob:")) or host == "127.0.0.1":
-            return r.continue_()
-        foreign.append(r.request.url)
-        return r.abort()
-    context.route("**/*", route)
-    p = context.new_page()
-    errors: list[str] = []
-    p.on("pageerror", lambda e: errors.append(str(e)))
-    p.foreign, p.errors = foreign, errors
-    yield p
-    context.close()
+    def make(width: int = 1280, scheme: str = "light"):
+        context = browser.new_context(
+            viewport={"width": width, "height": 900}, color_scheme=scheme
+        )
+        contexts.append(context)
+        p = context.new_page()
+        p.foreign, p.requested, p.errors = [], [], []
+
+        def route(r):
+            url = r.request.url
+            p.requested.append(url)
+            if (
+                url.startswith(("data:", "blob:"))
+                or urlsplit(url).hostname == "127.0.0.1"
+            ):
+                return r.continue_()
+            p.foreign.append(url)
+            return r.abort()
+
+        context.route("**/*", route)
+        p.on("pageerror", lambda e: p.errors.append(str(e)))
+        p.on(
+            "console",
+            lambda m: p.errors.append(m.text) if m.type == "error" else None,
+        )
+        return p
+
+    yield make
+    for context in contexts:
+        context.close()
+
+
+@pytest.fixture()
+def page(open_page):
+    return open_page()
+
+
+def url_of(served: str, built_site: Path, html: Path) -> str:
+    return served + html.parent.relative_to(built_site).as_posix().strip(".") + "/"
+
+
+def every_page(built_site: Path) -> list[Path]:
+    return sorted(built_site.rglob("index.html"))
+
+
+def chart_pages(built_site: Path) -> list[Path]:
+    found = [
+        p for p in every_page(built_site) if CHART in p.read_text(encoding="utf-8")
+    ]
+    assert found, "no page has a chart"
+    return found
 
 
 def note_url(served: str, built_site: Path, containing: str) -> str:
     for html in sorted((built_site / "blog").glob("20*/**/index.html")):
         if containing in html.read_text(encoding="utf-8"):
-            return served + html.parent.relative_to(built_site).as_posix() + "/"
+            return url_of(served, built_site, html)
     pytest.fail(f"no note contains {containing!r}")
 
 
-def test_math_and_diagrams_render_offline(page, served, built_site, tmp_path_factory) -> None:
+def wait_for_charts(p) -> int:
+    count = p.locator("figure.cp-chart").count()
+    p.wait_for_function(
+        "n => document.querySelectorAll('figure.cp-chart .cp-chart__view svg"
+        " .role-mark').length >= n",
+        arg=count,
+        timeout=20000,
+    )
+    return count
+
+
+def test_math_and_diagrams_render_offline(page, served, built_site) -> None:
     page.goto(note_url(served, built_site, 'class="arithmatex"'))
     page.wait_for_selector(".katex", timeout=15000)
     page.goto(note_url(served, built_site, 'class="mermaid"'))
     # Material swaps each <pre class="mermaid"> for a <div class="mermaid"> holding the
-    # drawing in a closed shadow root: done when no <pre> is left and the divs have size.
-    page.wait_for_function("document.querySelectorAll('pre.mermaid').length === 0"
-                           " && [...document.querySelectorAll('div.mermaid')].every(d => d.offsetHeight > 20)",
-                           timeout=30000)
-    shot = tmp_path_factory.getbasetemp() / "mermaid-note.png"
-    page.screenshot(path=str(shot), full_page=False)
+    # drawing in a closed shadow root: done when no <pre> is left and the divs have
+    # size.
+    page.wait_for_function(
+        "document.querySelectorAll('pre.mermaid').length === 0 && [...document"
+        ".querySelectorAll('div.mermaid')].every(d => d.offsetHeight > 20)",
+        timeout=30000,
+    )
     assert not page.foreign, f"tried to fetch from other hosts: {page.foreign}"
     assert not page.errors, page.errors
 
@@ -96,9 +163,153 @@ def test_search_works_offline(page, served) -> None:
     assert not page.foreign, f"tried to fetch from other hosts: {page.foreign}"
 
 
-def test_every_page_loads_without_a_foreign_request(page, served, built_site) -> None:
-    for html in sorted(built_site.rglob("index.html")):
-        url = served + html.parent.relative_to(built_site).as_posix() + "/"
-        page.goto(url.replace("/./", "/"), wait_until="load")
-    assert not page.foreign, f"tried to fetch from other hosts: {sorted(set(page.foreign))[:10]}"
+def test_every_page_loads_offline_and_chart_code_only_where_charts_are(
+    page, served, built_site
+) -> None:
+    stray = []
+    for html in every_page(built_site):
+        page.requested.clear()
+        page.goto(url_of(served, built_site, html), wait_until="load")
+        loaded = [u for u in page.requested if CHART_CODE.search(u)]
+        has_chart = CHART in html.read_text(encoding="utf-8")
+        if loaded and not has_chart or has_chart and len(loaded) != 4:
+            stray.append(f"{html.relative_to(built_site)}: {loaded}")
+    assert not page.foreign, f"fetched from other hosts: {sorted(set(page.foreign))}"
     assert not page.errors, page.errors
+    assert not stray, "chart code where there is no chart, or missing:\n" + "\n".join(
+        stray
+    )
+
+
+# For each code block that scrolls: its place, its widths, its first line. The block
+# that scrolls is the <code> inside a <pre>, or the <pre> itself (notebook cells).
+OVERFLOWING_CODE = """() => [...document.querySelectorAll(
+    'pre > code, pre:not(:has(> code))')]
+  .map((c, i) => [i, c.scrollWidth, c.clientWidth, c.textContent.split('\\n')[0]])
+  .filter(([i, scroll, client]) => scroll > client)"""
+
+
+def test_no_code_block_scrolls_sideways_at_1280_px(page, served, built_site) -> None:
+    wide = []
+    for html in every_page(built_site):
+        page.goto(url_of(served, built_site, html), wait_until="load")
+        for i, scroll, client, first in page.evaluate(OVERFLOWING_CODE):
+            wide.append(
+                f"{html.parent.relative_to(built_site)} block {i}: {scroll} > {client}"
+                f" px, {first[:60]!r}"
+            )
+    assert not wide, f"{len(wide)} code blocks scroll sideways:\n" + "\n".join(wide)
+
+
+def test_charts_draw_show_values_on_hover_and_toggle_from_the_legend(
+    page, served, built_site
+) -> None:
+    for html in chart_pages(built_site):
+        page.goto(url_of(served, built_site, html))
+        for i in range(wait_for_charts(page)):
+            chart = page.locator("figure.cp-chart").nth(i)
+            where = f"{html.parent.relative_to(built_site)} chart {i}"
+            chart.scroll_into_view_if_needed()
+            marks = chart.locator(".mark-symbol path, .mark-rect path")
+            mark = marks.nth(marks.count() // 2)  # not one half outside the plot
+            box = mark.bounding_box()
+            page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+            tip = page.locator("#vg-tooltip-element.visible")
+            tip.wait_for(timeout=5000)
+            assert tip.inner_text().strip(), f"{where}: empty tooltip"
+            lines = chart.locator(".mark-line path")
+            if not lines.count():
+                continue  # a heatmap: no series to toggle
+            opacity = "els => els.map(e => getComputedStyle(e).opacity)"
+            before = lines.evaluate_all(opacity)
+            chart.locator(".role-legend-symbol path").first.click(force=True)
+            page.wait_for_timeout(300)
+            after = lines.evaluate_all(opacity)
+            assert set(before) == {"1"}, f"{where}: {before}"
+            assert "1" in after and min(map(float, after)) < 0.5, f"{where}: {after}"
+    assert not page.foreign and not page.errors, (page.foreign, page.errors)
+
+
+# Every text of every chart, at the size it is drawn (its font size times the svg's
+# scale), and whether it lies inside its chart.
+CHART_TEXT = """() => [...document.querySelectorAll('figure.cp-chart svg')]
+.flatMap((svg, i) => {
+  const box = svg.getBoundingClientRect();
+  const scale = box.width / (svg.viewBox.baseVal.width || box.width);
+  return [...svg.querySelectorAll('text')].filter(t => t.textContent.trim()).map(t => {
+    const r = t.getBoundingClientRect();
+    return [i, t.textContent, parseFloat(getComputedStyle(t).fontSize) * scale,
+            r.left >= box.left - 1 && r.right <= box.right + 1];
+  });
+})"""
+
+
+def test_chart_text_is_at_least_10_px_and_unclipped_on_a_phone(
+    open_page, served, built_site
+) -> None:
+    page = open_page(width=390)
+    small, clipped = [], []
+    for html in chart_pages(built_site):
+        page.goto(url_of(served, built_site, html))
+        wait_for_charts(page)
+        where = html.parent.relative_to(built_site)
+        for i, text, size, inside in page.evaluate(CHART_TEXT):
+            if size < 10:
+                small.append(f"{where} chart {i}: {text!r} at {size:.1f} px")
+            if not inside:
+                clipped.append(f"{where} chart {i}: {text!r}")
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390, where
+    assert not small, "\n".join(small[:20])
+    assert not clipped, "text outside its chart:\n" + "\n".join(clipped[:20])
+
+
+def luminance(rgb: str) -> float:
+    """WCAG 2 relative luminance of a CSS ``rgb(r, g, b)`` colour."""
+    channels = [int(c) / 255 for c in re.findall(r"\d+", rgb)[:3]]
+    lin = [
+        c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels
+    ]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+def contrast(a: str, b: str) -> float:
+    hi, lo = sorted((luminance(a), luminance(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+# The page colour behind the charts, every series colour drawn, every guide text colour.
+CHART_COLOURS = """() => {
+  let el = document.querySelector('figure.cp-chart'), bg = 'rgba(0, 0, 0, 0)';
+  while (el && /rgba\\(.*, 0\\)|transparent/.test(bg)) {
+    bg = getComputedStyle(el).backgroundColor; el = el.parentElement;
+  }
+  const style = (sel, prop) => [...document.querySelectorAll(sel)]
+    .map(e => getComputedStyle(e)[prop]);
+  return [bg, document.body.dataset.mdColorScheme,
+    [...style('figure.cp-chart .mark-line path', 'stroke'),
+     ...style('figure.cp-chart .mark-symbol path', 'fill')],
+    style('figure.cp-chart .role-axis text, figure.cp-chart .role-legend text,'
+          + ' figure.cp-chart .role-title text', 'fill')];
+}"""
+
+
+@pytest.mark.parametrize("scheme, material", [("light", "default"), ("dark", "slate")])
+def test_series_contrast_3_to_1_in_both_schemes(
+    open_page, served, built_site, scheme, material
+) -> None:
+    page = open_page(scheme=scheme)
+    low = []
+    for html in chart_pages(built_site):
+        page.goto(url_of(served, built_site, html))
+        wait_for_charts(page)
+        bg, seen, series, texts = page.evaluate(CHART_COLOURS)
+        where = html.parent.relative_to(built_site)
+        assert seen == material, f"{where}: Material's scheme is {seen}"
+        low += [
+            f"{where}: series {c} on {bg}" for c in set(series) if contrast(c, bg) < 3
+        ]
+        low += [
+            f"{where}: text {c} on {bg}" for c in set(texts) if contrast(c, bg) < 4.5
+        ]
+    assert not low, "\n".join(low)
+    assert not page.foreign and not page.errors, (page.foreign, page.errors)

@@ -1,5 +1,5 @@
-"""The built site: strict build, feeds, autodiscovery, site map, links, and nothing fetched
-from another host."""
+"""The built site: strict build, feeds, autodiscovery, site map, links, charts, and
+nothing fetched from another host."""
 
 from __future__ import annotations
 
@@ -49,13 +49,19 @@ def test_every_note_has_a_scalar_date_title_and_series() -> None:
     assert POSTS, "no notes"
     for post in POSTS:
         meta = front_matter(post)
-        assert hasattr(meta["date"], "year"), f"{post.name}: date must be a scalar YYYY-MM-DD"
-        assert post.name.startswith(meta["date"].isoformat()), f"{post.name}: file name and date disagree"
+        assert hasattr(meta["date"], "year"), (
+            f"{post.name}: date must be a scalar YYYY-MM-DD"
+        )
+        assert post.name.startswith(meta["date"].isoformat()), (
+            f"{post.name}: file name and date disagree"
+        )
         assert meta["title"] and meta["categories"] and meta.get("description")
 
 
 def note_date(title: str):
-    return next(front_matter(p)["date"] for p in POSTS if front_matter(p)["title"] == title)
+    return next(
+        front_matter(p)["date"] for p in POSTS if front_matter(p)["title"] == title
+    )
 
 
 @pytest.mark.parametrize("feed", ["feed_rss_created.xml", "feed_rss_updated.xml"])
@@ -63,20 +69,35 @@ def test_rss_feeds_parse_with_one_entry_per_note(built_site: Path, feed: str) ->
     parsed = feedparser.parse((built_site / feed).read_bytes())
     assert not parsed.bozo, parsed.get("bozo_exception")
     assert parsed.version == "rss20"
-    assert {e.title for e in parsed.entries} == {front_matter(p)["title"] for p in POSTS}
+    assert {e.title for e in parsed.entries} == {
+        front_matter(p)["title"] for p in POSTS
+    }
     for entry in parsed.entries:
         date = note_date(entry.title)
-        assert entry.published_parsed[:3] == (date.year, date.month, date.day), f"{entry.title}: date not from the note"
+        assert entry.published_parsed[:3] == (date.year, date.month, date.day), (
+            f"{entry.title}: date not from the note"
+        )
         assert entry.id and entry.link and entry.summary
 
 
 def test_json_feed_has_one_item_per_note(built_site: Path) -> None:
-    """feedparser reads no JSON Feed, so check it against the JSON Feed 1.1 spec's required fields."""
-    feed = json.loads((built_site / "feed_json_created.json").read_text(encoding="utf-8"))
-    assert feed["version"].startswith("https://jsonfeed.org/version/1") and feed["title"]
-    assert {item["title"] for item in feed["items"]} == {front_matter(p)["title"] for p in POSTS}
+    """feedparser reads no JSON Feed, so check it against the JSON Feed 1.1 spec's
+    required fields."""
+    feed = json.loads(
+        (built_site / "feed_json_created.json").read_text(encoding="utf-8")
+    )
+    assert (
+        feed["version"].startswith("https://jsonfeed.org/version/1") and feed["title"]
+    )
+    assert {item["title"] for item in feed["items"]} == {
+        front_matter(p)["title"] for p in POSTS
+    }
     for item in feed["items"]:
-        assert item["id"] and item["url"] and ("content_html" in item or "content_text" in item)
+        assert (
+            item["id"]
+            and item["url"]
+            and ("content_html" in item or "content_text" in item)
+        )
         assert item["date_published"].startswith(note_date(item["title"]).isoformat())
 
 
@@ -84,35 +105,61 @@ def test_feed_ids_are_the_same_on_a_rebuild(built_site: Path, tmp_path: Path) ->
     import os
     import subprocess
     import sys
-    subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path)], cwd=REPO, check=True,
-                   capture_output=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
-    ids = [{(e.title, e.id, e.published) for e in feedparser.parse((site / "feed_rss_created.xml").read_bytes()).entries}
-           for site in (built_site, tmp_path)]
+
+    subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path)],
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    ids = [
+        {
+            (e.title, e.id, e.published)
+            for e in feedparser.parse(
+                (site / "feed_rss_created.xml").read_bytes()
+            ).entries
+        }
+        for site in (built_site, tmp_path)
+    ]
     assert ids[0] == ids[1]
 
 
 def test_every_page_announces_the_feeds(built_site: Path) -> None:
     for page in pages(built_site):
-        alternates = {(a.get("type"), href) for tag, href, a in refs(page) if tag == "link" and a.get("rel") == "alternate"}
+        alternates = {
+            (a.get("type"), href)
+            for tag, href, a in refs(page)
+            if tag == "link" and a.get("rel") == "alternate"
+        }
         types = {t for t, _ in alternates}
         assert {"application/rss+xml", "application/feed+json"} <= types, page
         for _, href in alternates:
             base = built_site if href.startswith("/") else page.parent
-            assert (base / href.lstrip("/")).resolve().is_file(), f"{page}: feed link {href} is broken"
+            assert (base / href.lstrip("/")).resolve().is_file(), (
+                f"{page}: feed link {href} is broken"
+            )
 
 
 def test_site_map_lists_every_note(built_site: Path) -> None:
-    """Each note is linked twice from the site map (by series, by date), and nothing else is."""
+    """Each note is linked twice from the site map (by series, by date), and nothing
+    else is."""
     page = built_site / "sitemap" / "index.html"
-    targets = [(page.parent / href).resolve() for tag, href, _ in refs(page)
-               if tag == "a" and re.match(r"^(\.\./)+blog/\d{4}/\d\d/\d\d/", href)]
+    targets = [
+        (page.parent / href).resolve()
+        for tag, href, _ in refs(page)
+        if tag == "a" and re.match(r"^(\.\./)+blog/\d{4}/\d\d/\d\d/", href)
+    ]
     counts = {t: targets.count(t) for t in targets}
     assert len(counts) == len(POSTS), sorted(str(t) for t in counts)
     assert set(counts.values()) == {2}
     for post in POSTS:
         meta = front_matter(post)
-        assert any(t.parent.name == f"{meta['date']:%d}" and t.parent.parent.name == f"{meta['date']:%m}"
-                   for t in counts), f"{post.name} is not on the site map"
+        assert any(
+            t.parent.name == f"{meta['date']:%d}"
+            and t.parent.parent.name == f"{meta['date']:%m}"
+            for t in counts
+        ), f"{post.name} is not on the site map"
 
 
 def test_no_broken_internal_links(built_site: Path) -> None:
@@ -122,7 +169,9 @@ def test_no_broken_internal_links(built_site: Path) -> None:
             parts = urlsplit(ref)
             if parts.scheme or ref.startswith(("#", "mailto:", "//", "data:")):
                 continue
-            base = built_site if parts.path.startswith("/") else page.parent  # 404.html uses site-absolute paths
+            base = (
+                built_site if parts.path.startswith("/") else page.parent
+            )  # 404.html uses site-absolute paths
             target = (base / unquote(parts.path).lstrip("/")).resolve()
             if target.is_dir():
                 target = target / "index.html"
@@ -135,36 +184,66 @@ def test_nothing_is_loaded_from_another_host(built_site: Path) -> None:
     """Scripts, styles, fonts and images all come from the site itself."""
     for page in pages(built_site):
         for tag, ref, attrs in refs(page):
-            loads = tag in {"script", "img", "iframe", "source"} or (tag == "link" and attrs.get("rel") in {"stylesheet", "preload", "icon", "modulepreload"})
+            loads = tag in {"script", "img", "iframe", "source"} or (
+                tag == "link"
+                and attrs.get("rel")
+                in {"stylesheet", "preload", "icon", "modulepreload"}
+            )
             if loads:
-                assert not re.match(r"^(https?:)?//", ref), f"{page.relative_to(built_site)} loads {ref}"
+                assert not re.match(r"^(https?:)?//", ref), (
+                    f"{page.relative_to(built_site)} loads {ref}"
+                )
     for css in built_site.rglob("*.css"):
-        assert not re.search(r"@import\s+url\(\s*['\"]?(https?:)?//|fonts\.googleapis", css.read_text(encoding="utf-8")), css
+        assert not re.search(
+            r"@import\s+url\(\s*['\"]?(https?:)?//|fonts\.googleapis",
+            css.read_text(encoding="utf-8"),
+        ), css
 
 
 def test_notes_embed_code_from_snippets_and_their_results(built_site: Path) -> None:
-    """A note shows its module's code (from snippets/, not pasted) and its last run's provenance."""
+    """A note shows its module's code (from snippets/, not pasted) and its last run's
+    provenance."""
     for post in POSTS:
         text = post.read_text(encoding="utf-8")
-        assert re.search(r'--8<-- "snippets/(?:\w+/)*\w+\.py:\w+"', text), f"{post.name} embeds no snippet section"
-        assert re.search(r'--8<-- "results/[\w.]+\.md"', text), f"{post.name} shows no result"
-    html = "".join(p.read_text(encoding="utf-8") for p in (built_site / "blog").rglob("index.html"))
+        assert re.search(r'--8<-- "snippets/(?:\w+/)*\w+\.py:\w+"', text), (
+            f"{post.name} embeds no snippet section"
+        )
+        assert re.search(r'--8<-- "results/[\w.]+\.md"', text), (
+            f"{post.name} shows no result"
+        )
+    html = "".join(
+        p.read_text(encoding="utf-8") for p in (built_site / "blog").rglob("index.html")
+    )
     assert html.count('class="cp-provenance"') >= len(POSTS)
 
 
-@pytest.mark.parametrize("include, missing", [
-    ('--8<-- "results/no_such_snippet.md"', "results/no_such_snippet.md"),
-    ('```python\n--8<-- "snippets/comm/process_groups.py:no_such_section"\n```', "no_such_section"),
-    ('```python\n--8<-- "snippets/no_such_module.py:who"\n```', "no_such_module.py"),
-])
-def test_a_note_including_something_missing_fails_the_build(tmp_path: Path, include: str, missing: str) -> None:
-    """The same config, a one-note docs folder: the strict build must refuse the note."""
+@pytest.mark.parametrize(
+    "include, missing",
+    [
+        ('--8<-- "results/no_such_snippet.md"', "results/no_such_snippet.md"),
+        (
+            '```python\n--8<-- "snippets/comm/process_groups.py:no_such_section"\n```',
+            "no_such_section",
+        ),
+        (
+            '```python\n--8<-- "snippets/no_such_module.py:who"\n```',
+            "no_such_module.py",
+        ),
+    ],
+)
+def test_a_note_including_something_missing_fails_the_build(
+    tmp_path: Path, include: str, missing: str
+) -> None:
+    """The same config, a one-note docs folder: the strict build must refuse it."""
     import os
     import shutil
     import subprocess
     import sys
+
     for name in ("hooks", "overrides", "snippets"):
-        shutil.copytree(REPO / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(
+            REPO / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__")
+        )
     shutil.copy(REPO / "mkdocs.yml", tmp_path)
     (tmp_path / "node_modules").symlink_to(REPO / "node_modules")
     posts = tmp_path / "docs" / "blog" / "posts"
@@ -173,12 +252,32 @@ def test_a_note_including_something_missing_fails_the_build(tmp_path: Path, incl
         shutil.copy(REPO / "docs" / page, tmp_path / "docs" / page)
     shutil.copytree(REPO / "docs" / "assets", tmp_path / "docs" / "assets")
     (posts / "2026-01-01-broken.md").write_text(
-        "---\ntitle: Broken\ndate: 2026-01-01\ncategories:\n  - Distributed training, by hand\n"
-        f"description: x\n---\n\n# Broken\n\n{include}\n", encoding="utf-8")
-    cfg = (tmp_path / "mkdocs.yml").read_text().replace("  - Notebooks:", "  - NotebooksGone:")
+        "---\ntitle: Broken\ndate: 2026-01-01\ncategories:\n"
+        "  - Distributed training, by hand\n"
+        f"description: x\n---\n\n# Broken\n\n{include}\n",
+        encoding="utf-8",
+    )
+    cfg = (
+        (tmp_path / "mkdocs.yml")
+        .read_text()
+        .replace("  - Notebooks:", "  - NotebooksGone:")
+    )
     (tmp_path / "mkdocs.yml").write_text(cfg)
-    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path / "site")],
-                          cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mkdocs",
+            "build",
+            "--strict",
+            "-d",
+            str(tmp_path / "site"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
     assert proc.returncode != 0
     assert missing in proc.stderr
 
@@ -186,8 +285,12 @@ def test_a_note_including_something_missing_fails_the_build(tmp_path: Path, incl
 def built_page(site: Path, post: Path) -> Path:
     meta = front_matter(post)
     day = site / "blog" / f"{meta['date']:%Y/%m/%d}"
-    pages_that_day = [p for p in day.glob("*/index.html") if f">{meta['title']}<".replace("&", "&amp;") in p.read_text(encoding="utf-8")
-                      or meta["title"] in p.read_text(encoding="utf-8")]
+    pages_that_day = [
+        p
+        for p in day.glob("*/index.html")
+        if f">{meta['title']}<".replace("&", "&amp;") in p.read_text(encoding="utf-8")
+        or meta["title"] in p.read_text(encoding="utf-8")
+    ]
     assert pages_that_day, f"no built page for {post.name}"
     return pages_that_day[0]
 
@@ -200,7 +303,54 @@ def test_previous_and_next_stay_within_the_series(built_site: Path) -> None:
         for i, post in enumerate(posts):
             page = built_page(built_site, post)
             html = page.read_text(encoding="utf-8")
-            nav = html.split('class="cp-series-nav"', 1)[1].split("</nav>", 1)[0] if "cp-series-nav" in html else ""
-            linked = {(page.parent / h).resolve() for h in re.findall(r'href="([^"]+)"', nav)}
-            expected = {built_page(built_site, p).parent.resolve() for p in posts[max(i - 1, 0):i + 2] if p != post}
-            assert linked == expected, f"{post.name}: series links {linked} != {expected}"
+            nav = (
+                html.split('class="cp-series-nav"', 1)[1].split("</nav>", 1)[0]
+                if "cp-series-nav" in html
+                else ""
+            )
+            linked = {
+                (page.parent / h).resolve() for h in re.findall(r'href="([^"]+)"', nav)
+            }
+            expected = {
+                built_page(built_site, p).parent.resolve()
+                for p in posts[max(i - 1, 0) : i + 2]
+                if p != post
+            }
+            assert linked == expected, (
+                f"{post.name}: series links {linked} != {expected}"
+            )
+
+
+SPEC = re.compile(
+    r'<script type="application/json" class="cp-chart__spec">(.*?)</script>', re.S
+)
+
+
+def test_chart_pages_carry_valid_specs_and_only_they_load_chart_code(
+    built_site: Path,
+) -> None:
+    from snippets.core.charts import validate
+
+    with_charts = 0
+    for page in pages(built_site):
+        html = page.read_text(encoding="utf-8")
+        code = [
+            ref
+            for tag, ref, _ in refs(page)
+            if tag == "script"
+            and re.search(r"vendor/vega/|javascripts/charts\.js", ref)
+        ]
+        where = page.relative_to(built_site)
+        if '<figure class="cp-chart">' not in html:
+            assert not code, f"{where} has no chart but loads {code}"
+            continue
+        with_charts += 1
+        assert len(code) == 4, f"{where}: {code}"
+        for ref in code:
+            assert (page.parent / ref).resolve().is_file(), f"{where}: {ref} missing"
+        specs = SPEC.findall(html)
+        assert len(specs) == html.count('<figure class="cp-chart">'), where
+        for text in specs:
+            validate(json.loads(text))
+        assert html.count("<figcaption>") >= len(specs), f"{where}: no caption"
+    assert with_charts, "no page has a chart"

@@ -193,7 +193,9 @@ def test_every_algorithm_op_dtype_size_matches_torch_on_5_ranks(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("p", [1, 2, 4, 6, 7, 8])
+# Odd (5, 7) and power-of-two (2, 4) world sizes take every code path; 6 and 8 ranks
+# on two cores cost most of a minute and add none.
+@pytest.mark.parametrize("p", [1, 2, 4, 7])
 def test_every_algorithm_op_dtype_size_matches_torch_more_world_sizes(p: int) -> None:
     assert not _failures(
         launch(all_checks_rank, p, backend="gloo", timeout_s=60, args=(p > 1, False)),

@@ -81,13 +81,24 @@ def snippets_by_name() -> dict[str, Entry]:
     return {
         m.__name__.rsplit(".", 1)[1]: Entry(m.__name__.rsplit(".", 1)[1], m)
         for m in _modules()
-        if isinstance(getattr(m, "SPEC", None), Spec)
-        and callable(getattr(m, "main", None))
+        if _is_snippet(m)
     }
 
 
+def _is_snippet(module: ModuleType) -> bool:
+    return isinstance(getattr(module, "SPEC", None), Spec) and callable(
+        getattr(module, "main", None)
+    )
+
+
 def snippet(name: str) -> Entry:
-    """The snippet called ``name``, or a one-line error that suggests the nearest."""
+    """The snippet called ``name``, or a one-line error that suggests the nearest.
+
+    Only that module is imported (the leaf names it); the others are imported only to
+    say what was meant when the name is wrong."""
+    dotted = [m for m in module_names() if m.rsplit(".", 1)[1] == name]
+    if dotted and _is_snippet(module := importlib.import_module(dotted[0])):
+        return Entry(name, module)
     found = snippets_by_name()
     if name not in found:
         close = difflib.get_close_matches(name, found, n=1)

@@ -283,16 +283,11 @@ def test_a_note_including_something_missing_fails_the_build(
 
 
 def built_page(site: Path, post: Path) -> Path:
+    """The built page of a note: blog/<yyyy>/<mm>/<dd>/<slug>/index.html."""
     meta = front_matter(post)
-    day = site / "blog" / f"{meta['date']:%Y/%m/%d}"
-    pages_that_day = [
-        p
-        for p in day.glob("*/index.html")
-        if f">{meta['title']}<".replace("&", "&amp;") in p.read_text(encoding="utf-8")
-        or meta["title"] in p.read_text(encoding="utf-8")
-    ]
-    assert pages_that_day, f"no built page for {post.name}"
-    return pages_that_day[0]
+    page = site / "blog" / f"{meta['date']:%Y/%m/%d}" / meta["slug"] / "index.html"
+    assert page.is_file(), f"no built page for {post.name} at {page}"
+    return page
 
 
 def test_previous_and_next_stay_within_the_series(built_site: Path) -> None:

@@ -74,6 +74,15 @@ def _scale(log: bool, domain: list[float]) -> alt.Scale:
     return alt.Scale(type="linear", domain=domain, zero=False, nice=False)
 
 
+def _axis(label: str, log: bool, tick_count: int) -> alt.Axis:
+    """SI prefixes on a log axis (1k, 1M); on a time axis with the unit written out
+    (100µs, 10ms), so that an "m" is never read as minutes."""
+    axis = {"labelOverlap": True, "tickCount": tick_count}
+    if log and "second" in label:
+        return alt.Axis(**axis, labelExpr="format(datum.value, '~s') + 's'")
+    return alt.Axis(**axis, format="~s" if log else "~g")
+
+
 def line_chart(
     series: dict[str, Sequence[tuple[float, float]]],
     *,
@@ -122,17 +131,13 @@ def line_chart(
             "x:Q",
             title=x_label,
             scale=_scale(log_x, x_dom),
-            axis=alt.Axis(
-                format="~s" if log_x else "~g", labelOverlap=True, tickCount=6
-            ),
+            axis=_axis(x_label, log_x, tick_count=6),
         ),
         y=alt.Y(
             "y:Q",
             title=y_label,
             scale=_scale(log_y, y_dom),
-            axis=alt.Axis(
-                format="~s" if log_y else "~g", labelOverlap=True, tickCount=5
-            ),
+            axis=_axis(y_label, log_y, tick_count=5),
         ),
         color=alt.Color(
             "series:N",

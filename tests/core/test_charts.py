@@ -196,3 +196,17 @@ def test_the_dark_scheme_overrides_only_colours() -> None:
         assert all(key.endswith("Color") or key == "color" for key in part)
         for colour in part.values():
             assert colour.startswith("#")
+
+
+def test_a_log_time_axis_writes_its_unit_so_m_is_never_minutes() -> None:
+    spec = charts.line_chart(
+        {"a": [(1, 1e-4), (10, 1e-2)]},
+        title="t",
+        x_label="bytes",
+        y_label="seconds",
+        log_x=True,
+        log_y=True,
+    )
+    text = json.dumps(spec)
+    assert "format(datum.value, '~s') + 's'" in text  # 1e-3 → "1ms", not "1m"
+    assert text.count("+ 's'") == 1  # the byte axis keeps plain SI prefixes

@@ -227,7 +227,7 @@ def main() -> dict:
             )
         if r["impl"] in ("flash", "sdpa") and r["seq_len"] == max(seq_lens):
             assert r["peak_bytes"] < n_by_n, (
-                f"{r['impl']} at N={r['seq_len']} peaked at {r['peak_bytes']} B ≥ N²·4"
+                f"{r['impl']} at N={r['seq_len']}: peak {r['peak_bytes']} B ≥ N²·4"
             )
     table = [
         {

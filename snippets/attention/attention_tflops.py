@@ -12,8 +12,8 @@ of them alike). A sample is enough back-to-back calls to last about 20 ms.
 FLOPs are counted by formula, not by a profiler: 4·B·H·N²·d for the two matmuls
 S = Q Kᵀ and O = P V, halved when causal (``forward_flops``). TFLOP/s is that ÷ the
 median time; the spread is the slowest and fastest sample's TFLOP/s. ``vs_sdpa`` is
-ours ÷ SDPA's TFLOP/s, from the same run, and ``separated`` says whether the two spreads
-do not overlap: only then is one ahead of the other.
+ours ÷ SDPA's TFLOP/s, from the same run, and ``separated`` says whether the two
+spreads do not overlap: only then is one ahead of the other.
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ records (``snippets.core.measure.peak_memory_bytes``), both above the inputs alr
 memory.
 
 Throughput uses the usual count: a forward is two N×N×d matmuls per head,
-4·B·H·N²·d FLOPs, and forward + backward is 3.5× that (the backward does five matmuls
-to the forward's two); causal attention does half.
+4·B·H·N²·d FLOPs, and forward + backward is 3.5× that (the backward does five
+matmuls to the forward's two); causal attention does half.
 """
 
 from __future__ import annotations
@@ -37,8 +37,9 @@ Attention = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, bool], torch.Ten
 def naive_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False
 ) -> torch.Tensor:
-    """softmax(Q Kᵀ/√d) V the textbook way: the (B, H, N, N) scores and probabilities
-    are real tensors, and autograd keeps the probabilities for the backward."""
+    """softmax(Q Kᵀ/√d) V the textbook way: the (B, H, N, N) scores and
+    probabilities are real tensors, and autograd keeps the probabilities for the
+    backward."""
     N, d = q.shape[-2], q.shape[-1]
     s = q @ k.transpose(-2, -1) / math.sqrt(d)  # (B, H, N, N)
     if causal:
@@ -74,7 +75,8 @@ def forward_flops(B: int, H: int, N: int, d: int, causal: bool) -> float:
 
 
 def attention_flops(B: int, H: int, N: int, d: int, causal: bool) -> float:
-    """Forward + backward: the backward does five matmuls to the forward's two, 3.5×."""
+    """Forward + backward: the backward does five matmuls to the forward's two,
+    so 3.5× the forward."""
     return 3.5 * forward_flops(B, H, N, d, causal)
 
 

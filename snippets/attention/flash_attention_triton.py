@@ -73,8 +73,8 @@ def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
 
 def _config(d: int, dtype: torch.dtype) -> dict:
     # Small tiles under the interpreter (NumPy does the work, tile by tile). On a GPU,
-    # 64×64 tiles, or 32×32 for fp32 with d > 64, so that the tiles of K, V (or Q, dO),
-    # double buffered, stay well inside shared memory. Untuned: no autotuning here.
+    # 64×64 tiles, or 32×32 for fp32 with d > 64, so that the tiles of K, V (or Q,
+    # dO), double buffered, stay well inside shared memory. Untuned: no autotuning.
     block_d = max(16, triton.next_power_of_2(d))
     if INTERPRETED:
         block = 16

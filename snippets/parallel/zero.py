@@ -203,7 +203,7 @@ def main(stage: int | None = None, steps: int = 2) -> dict:
         held = measured["parameters"] + measured["gradients"] + measured["optimizer"]
         held -= measured["optimizer_scalars"]
         exact = zero_memory.sharded_bytes(s, psi, mine, 8, 8, 16)["total"]
-        assert held == exact, f"stage {s}: {held} bytes held ≠ {exact} from the shards"
+        assert held == exact, f"stage {s}: holds {held} B, its shards say {exact}"
         state = full_state_dict(module)
         delta = torch.tensor(zero_training.max_difference(state, reference))
         dist.all_reduce(delta, op=dist.ReduceOp.MAX)
@@ -225,8 +225,11 @@ def main(stage: int | None = None, steps: int = 2) -> dict:
                 "max_abs_diff": delta.item(),
             }
         )
-    print0(f"tiny GPT, Ψ = {psi:,} parameters, fp64 Adam, N = {N} ranks, {steps} steps")
-    print0("stage  bytes/rank  formula     comm values  formula   max |Δ| vs 1 process")
+    print0(f"tiny GPT, Ψ = {psi:,} parameters, fp64 Adam, {N} ranks, {steps} steps")
+    print0(
+        "stage  bytes/rank  formula     comm values  formula   "
+        + "max |Δ| vs 1 process"
+    )
     for r in rows:
         print0(
             f"{r['stage']:>5}  {r['bytes_measured']:>10,}  {r['bytes_formula']:>10,.0f}"

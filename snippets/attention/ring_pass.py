@@ -18,7 +18,9 @@ def start_pass(
     """Send t to the next rank and receive the previous rank's into a new buffer,
     without waiting."""
     r, p = dist.get_rank(group), dist.get_world_size(group)
-    incoming = torch.empty_like(t)
+    # a fresh, contiguous buffer: empty_like would copy a transposed t's strides,
+    # and the backends receive only into contiguous memory
+    incoming = torch.empty_like(t, memory_format=torch.contiguous_format)
     ops = [
         dist.P2POp(
             dist.isend, t.contiguous(), group=group, group_peer=(r + 1) % p, tag=tag

@@ -17,7 +17,7 @@ SNIPPETS = REPO / "snippets"
 DOCS = REPO / "docs"
 MARKER = re.compile(r"^\s*# --8<-- \[(start|end):(\w+)\]\s*$", re.M)
 EMBED = re.compile(r"""--8<--\s+["'](snippets/[\w/]+\.py):(\w+)["']""")
-MAX_LINES = 260  # "about 250", after formatting
+MAX_LINES = 250  # the house cap
 MAX_COLUMNS = 88
 
 
@@ -51,10 +51,10 @@ def test_every_snippet_has_a_note_that_embeds_it() -> None:
     assert not orphans, f"snippets no note embeds: {orphans}"
 
 
-def test_every_snippet_has_its_mirrored_test_file() -> None:
+def test_every_module_has_its_mirrored_test_file() -> None:
     missing = []
-    for name, entry in registry.snippets_by_name().items():
-        package = entry.module.__name__.split(".")[1:-1]  # snippets.comm.x → comm
+    for dotted in registry.module_names():  # snippets, and the modules they build on
+        *package, name = dotted.split(".")[1:]  # snippets.comm.x → comm, x
         expected = REPO.joinpath("tests", *package, f"test_{name}.py")
         if not expected.is_file():
             missing.append(str(expected.relative_to(REPO)))

@@ -1,0 +1,39 @@
+"""ranks: one in-process rank, and two spawned ranks that all-reduce by hand's sum."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from snippets.core import ranks
+
+
+def rank_sum() -> tuple[int, int, float]:
+    """Each rank all-reduces rank + 1: the sum over p ranks is p(p + 1)/2."""
+    t = torch.tensor([dist.get_rank() + 1.0])
+    dist.all_reduce(t)
+    return dist.get_rank(), dist.get_world_size(), t.item()
+
+
+def boom() -> None:
+    raise ValueError("rank says no")
+
+
+def test_run_rank_returns_and_leaves_the_group(tmp_path: Path) -> None:
+    out = ranks.run_rank(rank_sum, (), "gloo", 30, 0, 1, str(tmp_path))
+    assert out == (0, 1, 1.0)
+    assert not dist.is_initialized()
+
+
+def test_run_rank_destroys_the_group_even_on_error(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="rank says no"):
+        ranks.run_rank(boom, (), "gloo", 30, 0, 1, str(tmp_path))
+    assert not dist.is_initialized()
+
+
+def test_spawn_two_ranks_in_rank_order() -> None:
+    values = ranks.spawn(rank_sum, (), 2, "gloo", 30)
+    assert values == [(0, 2, 3.0), (1, 2, 3.0)]  # 1 + 2, by hand

@@ -15,22 +15,38 @@ import snippets  # noqa: F401
 REPO = Path(__file__).resolve().parents[1]
 
 
-def process_children(pid: int) -> list[int]:
-    """Live (non-zombie) spawned ranks whose parent is ``pid``. (multiprocessing's own
-    resource tracker is not a rank: it lives as long as the parent, by design.)"""
-    found = []
+def _live_processes() -> dict[int, tuple[int, bytes]]:
+    """pid -> (parent pid, command line) for every process that is not a zombie."""
+    table = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
             cmdline = (stat.parent / "cmdline").read_bytes()
         except OSError:
             continue
-        if (
-            int(fields[1]) == pid
-            and fields[0] != "Z"
-            and b"resource_tracker" not in cmdline
-        ):
-            found.append(int(stat.parent.name))
+        if fields[0] != "Z":
+            table[int(stat.parent.name)] = (int(fields[1]), cmdline)
+    return table
+
+
+def process_children(pid: int) -> list[int]:
+    """Live ranks that ``pid`` started: its children, and the children of its fork
+    server (ranks are forked there). multiprocessing's own helpers are not ranks: the
+    resource tracker and the fork server live as long as the parent, by design."""
+    table = _live_processes()
+
+    def children(of: int) -> list[int]:
+        return [p for p, (parent, _) in table.items() if parent == of]
+
+    found = []
+    for child in children(pid):
+        cmdline = table[child][1]
+        if b"resource_tracker" in cmdline:
+            continue
+        if b"multiprocessing.forkserver" in cmdline:
+            found.extend(children(child))
+        else:
+            found.append(child)
     return found
 
 

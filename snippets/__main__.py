@@ -1,10 +1,13 @@
-"""``python -m snippets``: list, run, run-all, bench.
+"""``python -m snippets``: list, run, run-all, bench, size, view.
 
     python -m snippets list
     python -m snippets run NAME [-n N] [--backend auto|gloo|nccl] [--timeout S]
     python -m snippets run-all [--force] [--only NAME ...] [--results DIR]
                                [--per-snippet-timeout S]
     python -m snippets bench NAME [its own options]
+    python -m snippets size [--preset NAME | shape] [parallelism] [--json]
+    python -m snippets view package.module:factory [--input-shape 1,128 | --example
+                            package.module:inputs] [--out DIR] [--open]
 
 Snippets and benchmarks are found by :mod:`snippets.core.registry`; ``run-all`` lives in
 :mod:`snippets.core.run_all`. Every number an option takes is checked by the parser,
@@ -87,6 +90,18 @@ def cmd_bench(opts: argparse.Namespace) -> int:
     return benches[opts.name].bench(opts.args)
 
 
+def cmd_size(opts: argparse.Namespace) -> int:
+    from snippets.sizing.size_cli import size
+
+    return size(opts.rest)  # every option after ``size`` is the calculator's
+
+
+def cmd_view(opts: argparse.Namespace) -> int:
+    from snippets.viewer.view_cli import view
+
+    return view(opts.rest)  # every option after ``view`` is the viewer's
+
+
 def build_parser() -> OneLineParser:
     parser = OneLineParser(
         prog="python -m snippets", description="Run the snippets behind the notes."
@@ -116,13 +131,21 @@ def build_parser() -> OneLineParser:
     p.add_argument("name")
     p.add_argument("args", nargs="...", help="the benchmark's own options")
     p.set_defaults(fn=cmd_bench)
+    p = sub.add_parser(
+        "size", help="the sizing calculator: memory, FLOPs, traffic", add_help=False
+    )
+    p.set_defaults(fn=cmd_size)
+    p = sub.add_parser(
+        "view", help="draw a model: a page to expand, search and cut", add_help=False
+    )
+    p.set_defaults(fn=cmd_view)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     opts, rest = parser.parse_known_args(argv)
-    if rest and opts.command != "run":
+    if rest and opts.command not in ("run", "size", "view"):
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     opts.rest = rest  # a snippet's own options, parsed once its name is known
     return guarded(lambda: opts.fn(opts))

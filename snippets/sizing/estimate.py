@@ -1,0 +1,172 @@
+"""One configuration in, every number of the calculator out: the ``--json`` object.
+
+``estimate(model, gpu, **setup)`` checks the configuration (a
+:class:`~snippets.core.errors.UsageError` names the first impossible input) and
+combines the formula modules: params, memory, activations, flops, traffic, throughput.
+``model`` and ``gpu`` are dicts shaped like the presets' entries; ``model`` may carry
+``params`` alone (a bare count: no layer shapes, so no activations, attention FLOPs,
+TP, PP or CP). The keys of ``setup`` and their defaults are :data:`DEFAULTS`.
+"""
+
+from __future__ import annotations
+
+from snippets.core.errors import UsageError
+from snippets.sizing import activations, flops, memory, params, throughput, traffic
+
+DEFAULTS = dict(
+    seq=None,  # tokens a sequence (default: the model's training context)
+    micro_batch=1,  # b: sequences a GPU runs at once
+    global_batch=None,  # B: sequences a step (default: micro_batch × dp, m = 1)
+    dp=1,
+    tp=1,
+    pp=1,
+    vpp=1,  # v: interleaved chunks a pipeline stage
+    cp=1,
+    zero=0,
+    sequence_parallel=False,
+    recompute="none",  # none | selective | full
+    flash=True,  # FlashAttention: no s² scores kept
+    precision="bf16-mixed",  # bf16-mixed | fp32
+    optimizer="adam",  # adam | sgd
+    grad_bytes=None,  # default: the precision's (4); 2 is the ZeRO paper's 16 B
+    gpus=None,  # default: dp × tp × pp × cp
+    gpus_per_node=8,
+    intra_link="nvlink",  # nvlink | pcie
+    efficiency=0.5,  # fraction of dense peak the compute reaches
+    overlap=0.0,  # fraction of DP and CP time hidden behind compute
+    causal_halving=False,  # Megatron's ÷2 of the attention FLOPs
+)
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise UsageError(message)
+
+
+def check(model: dict, c: dict) -> None:
+    """Refuse what cannot run; each message names the inputs."""
+    for key in ("seq", "micro_batch", "global_batch", "dp", "tp", "pp", "vpp", "cp"):
+        _check(c[key] >= 1, f"--{key.replace('_', '-')} must be at least 1")
+    _check(c["zero"] in (0, 1, 2, 3), f"--zero must be 0-3, got {c['zero']}")
+    _check(0 <= c["overlap"] <= 1, "--overlap must be between 0 and 1")
+    _check(0 < c["efficiency"] <= 1, "--efficiency must be in (0, 1]")
+    dp, tp, pp, cp, v = (c[k] for k in ("dp", "tp", "pp", "cp", "vpp"))
+    grid = dp * tp * pp * cp
+    _check(c["gpus"] == grid, f"dp·tp·pp·cp = {grid} but --gpus is {c['gpus']}")
+    per_step = c["micro_batch"] * dp
+    _check(
+        c["global_batch"] % per_step == 0,
+        f"--global-batch {c['global_batch']} is not a multiple of "
+        f"micro-batch × dp = {per_step}",
+    )
+    if "layers" not in model:
+        _check(tp == pp == cp == 1, "--params has no layer shapes: tp, pp, cp need 1")
+        return
+    L, h, a, kv = (model[k] for k in ("layers", "hidden", "heads", "kv_heads"))
+    for key in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab"):
+        _check(model[key] >= 1, f"--{key.replace('_', '-')} must be at least 1")
+    _check(h % a == 0, f"--hidden {h} is not divisible by --heads {a}")
+    _check(a % kv == 0, f"--heads {a} is not divisible by --kv-heads {kv}")
+    _check(a % tp == 0, f"--heads {a} is not divisible by --tp {tp}")
+    _check(kv % tp == 0, f"--kv-heads {kv} is not divisible by --tp {tp}")
+    _check(model["ffn"] % tp == 0, f"--ffn {model['ffn']} is not divisible by --tp")
+    _check(L % (pp * v) == 0, f"--layers {L} is not divisible by pp·vpp = {pp * v}")
+    _check(v == 1 or pp > 1, "--vpp above 1 needs --pp above 1")
+    m = c["global_batch"] // per_step
+    _check(v == 1 or m % pp == 0, f"interleaving needs micro-batches ({m}) ÷ pp")
+    _check(c["seq"] % cp == 0, f"--seq {c['seq']} is not divisible by --cp {cp}")
+    if c["sequence_parallel"]:
+        _check((c["seq"] // cp) % tp == 0, "with SP, seq/cp must divide by --tp")
+
+
+def _dims(model: dict) -> tuple:
+    keys = ("arch", "vocab", "seq", "layers", "hidden", "heads", "kv_heads", "ffn")
+    return tuple(model[k] for k in keys) + (model["tied"], model["bias"])
+
+
+def estimate(model: dict, gpu: dict, **setup) -> dict:
+    c = DEFAULTS | setup
+    c["seq"] = c["seq"] or model.get("seq") or 0
+    c["global_batch"] = c["global_batch"] or c["micro_batch"] * c["dp"]
+    c["gpus"] = c["gpus"] or c["dp"] * c["tp"] * c["pp"] * c["cp"]
+    check(model, c)
+    dp, tp, pp, cp, v, s = (c[k] for k in ("dp", "tp", "pp", "cp", "vpp", "seq"))
+    b, zero, recompute = c["micro_batch"], c["zero"], c["recompute"]
+    m = c["global_batch"] // (b * dp)  # micro-batches a step
+    prec = memory.PRECISIONS[c["precision"]]
+    w, e = prec["weight"], memory.ACTIVATION_BYTES[c["precision"]]
+    g = c["grad_bytes"] or prec["grad"]
+    k = memory.optimizer_bytes(c["precision"], c["optimizer"])
+    sp = c["sequence_parallel"] and tp > 1
+    s_loc = s / cp
+    if "layers" in model:
+        arch, V, s_pos, L, h, a, kv, ffn, tied, bias = _dims(model)
+        N = params.total_params(arch, V, s_pos, L, h, a, kv, ffn, tied, bias)
+        P = params.params_per_gpu(arch, V, s_pos, L, h, a, kv, ffn, tied, bias, tp, pp)
+        layer_full = params.layer_params(arch, h, a, kv, ffn, bias)
+        layer_tp = params.layer_params(arch, h, a, kv, ffn, bias, tp)
+        act = activations.activation_bytes(
+            arch, s, b, L, h, a, kv, ffn, V, e, tp, sp, pp, v, m, cp,
+            recompute=recompute, flash=c["flash"],
+        )  # fmt: skip
+        N_flop = params.flop_params(arch, V, s_pos, h, tied, N)
+        attn = flops.attention_flops(L, h, s, c["causal_halving"])
+        extra = flops.recompute_flops(
+            recompute, layer_full, L, h, s, c["causal_halving"]
+        )
+        h_kv = kv * (h // a)
+    else:  # a bare parameter count: model states and 6N only
+        N = P = model["params"]
+        L = h = h_kv = layer_full = layer_tp = act = attn = extra = 0
+        N_flop = N
+    states = memory.model_states(P, w, g, k, zero, dp * cp)
+    mem = states | {
+        "activations": act,
+        "buffers": memory.zero3_buffer(layer_tp, w, zero, dp * cp),
+    }
+    mem["total"] = memory.total_bytes(mem)
+    per_token = 6 * N_flop + attn
+    hw_per_token = per_token + extra
+    tokens = c["global_batch"] * s
+    layers_here = L / pp
+    calls = {
+        "dp": traffic.dp_calls(P, w, g, zero, m),
+        "tp": traffic.tp_calls(b, s_loc, h, e, layers_here, m, sp, recompute),
+        "pp": traffic.pp_calls(b, s_loc, h, e, m, pp, v, tp, sp),
+        "cp": traffic.cp_calls(b, s_loc, h_kv, e, layers_here, m, cp, tp, recompute),
+    }
+    sizes = {"dp": dp * cp, "tp": tp, "pp": pp, "cp": cp}
+    spans = {"dp": tp * cp * dp, "tp": tp, "pp": c["gpus"], "cp": tp * cp}
+    intra = gpu["nvlink_bw"] if c["intra_link"] == "nvlink" else gpu["pcie_bw"]
+    comm_bytes, comm_s = {}, {}
+    for name, found in calls.items():
+        alpha, bw = traffic.link(
+            spans[name], c["gpus_per_node"], intra, gpu["ib_bw"], **gpu
+        )
+        comm_bytes[name] = traffic.sent_bytes(found, sizes[name])
+        comm_s[name] = traffic.seconds(found, sizes[name], alpha, bw)
+    compute = throughput.compute_seconds(
+        hw_per_token * tokens / c["gpus"], gpu["peak_flops"], c["efficiency"]
+    )
+    bubble = throughput.bubble_factor(pp, m, v)
+    step = throughput.step_seconds(compute, bubble, **comm_s, overlap=c["overlap"])
+    tps = throughput.tokens_per_second(c["global_batch"], s, step)
+    return {
+        "params": N,
+        "params_per_gpu": P,
+        "memory_bytes": mem,
+        "memory_capacity_bytes": gpu["hbm_bytes"],
+        "fits": memory.fits(mem["total"], gpu["hbm_bytes"]),
+        "flops_per_token": per_token,
+        "hardware_flops_per_token": hw_per_token,
+        "comm_bytes_per_step": comm_bytes,
+        "comm_seconds_per_step": comm_s,
+        "compute_seconds_per_step": compute,
+        "bubble_factor": bubble,
+        "microbatches": m,
+        "step_time_s": step,
+        "tokens_per_s": tps,
+        "mfu": flops.utilization(per_token, tps, c["gpus"], gpu["peak_flops"]),
+        "hfu": flops.utilization(hw_per_token, tps, c["gpus"], gpu["peak_flops"]),
+        "inputs": {"model": dict(model), "gpu": dict(gpu)} | c,
+    }

@@ -1,0 +1,120 @@
+"""Hardware and model presets for the sizing calculator: plain numbers with sources.
+
+GPUs: dense BF16 tensor-core FLOP/s (never the "with sparsity" figure, which is twice
+as large), HBM bytes and bytes/s, and per-direction link bandwidths in bytes/s: the
+GPU's NVLink, its PCIe slot and the InfiniBand NIC each GPU of the vendor's 8-GPU box
+has. Latencies (α) are assumptions, not datasheet figures: a few µs per message.
+
+Models: dimensions from the published configs, linked beside each one. ``arch`` is
+``gpt`` (learned positions, GELU MLP, biases, LayerNorm) or ``llama`` (RoPE, SwiGLU,
+grouped-query attention, RMSNorm, no biases). ``seq`` is the training context length.
+"""
+
+from __future__ import annotations
+
+from snippets.models.tiny_gpt import GPTConfig
+
+GB = 1e9  # datasheets count in powers of ten
+NVLINK3, NVLINK4, NVLINK5 = 300 * GB, 450 * GB, 900 * GB  # per direction
+PCIE4, PCIE5 = 31.5 * GB, 63.0 * GB  # ×16, per direction, after 128b/130b coding
+IB_HDR, IB_NDR = 25 * GB, 50 * GB  # 200 and 400 Gb/s, one NIC per GPU
+ALPHA_INTRA, ALPHA_INTER = 3e-6, 8e-6  # seconds per message: assumed
+
+
+def _gpu(peak_flops, hbm_gb, hbm_bw_gbps, nvlink_bw, pcie_bw, ib_bw) -> dict:
+    return dict(
+        peak_flops=peak_flops,
+        hbm_bytes=hbm_gb * GB,
+        hbm_bw=hbm_bw_gbps * GB,
+        nvlink_bw=nvlink_bw,
+        pcie_bw=pcie_bw,
+        ib_bw=ib_bw,
+        alpha_intra=ALPHA_INTRA,
+        alpha_inter=ALPHA_INTER,
+    )
+
+
+# --8<-- [start:gpus]
+GPUS: dict[str, dict] = {
+    # A100: nvidia.com/en-us/data-center/a100 (datasheet): BF16 312 TFLOPS dense
+    # (624 with sparsity); 40 GB HBM2 1,555 GB/s, 80 GB HBM2e 2,039 GB/s (SXM);
+    # NVLink 3 600 GB/s both ways. DGX A100: 8 × HDR 200 Gb/s NICs.
+    "a100-40gb": _gpu(312e12, 40, 1555, NVLINK3, PCIE4, IB_HDR),
+    "a100-80gb": _gpu(312e12, 80, 2039, NVLINK3, PCIE4, IB_HDR),
+    # H100 SXM: nvidia.com/en-us/data-center/h100 (datasheet): BF16 1,979 TFLOPS
+    # "with sparsity", so 989 dense (torchtitan's get_peak_flops uses 989e12);
+    # 80 GB HBM3 3.35 TB/s; NVLink 4 900 GB/s both ways; DGX H100: 8 × NDR 400 Gb/s.
+    "h100-sxm": _gpu(989e12, 80, 3350, NVLINK4, PCIE5, IB_NDR),
+    # H200: nvidia.com/en-us/data-center/h200: the H100's compute (989 dense, as in
+    # torchtitan), 141 GB HBM3e 4.8 TB/s, NVLink 900 GB/s both ways.
+    "h200": _gpu(989e12, 141, 4800, NVLINK4, PCIE5, IB_NDR),
+    # B200 (DGX B200 datasheet, nvidia.com/en-us/data-center/dgx-b200): BF16 2.25
+    # PFLOPS dense per GPU (4.5 with sparsity), 180 GB HBM3e, 8 TB/s, NVLink 5
+    # 1.8 TB/s both ways, 8 × ConnectX-7 400 Gb/s. Secondary sources; unverified.
+    "b200": _gpu(2250e12, 180, 8000, NVLINK5, PCIE5, IB_NDR),
+}
+# --8<-- [end:gpus]
+
+
+def _model(arch, V, s, L, h, a, kv, ffn, tied, bias) -> dict:
+    return {
+        "arch": arch,
+        "vocab": V,
+        "seq": s,
+        "layers": L,
+        "hidden": h,
+        "heads": a,
+        "kv_heads": kv,
+        "ffn": ffn,
+        "tied": tied,
+        "bias": bias,
+    }
+
+
+def _gpt(V, s, L, h, a, tied=True, bias=True) -> dict:
+    """A GPT-2-shaped model: MLP 4h, every head full (kv_heads = heads)."""
+    ffn = 4 * h
+    return _model("gpt", V, s, L, h, a, a, ffn, tied, bias)
+
+
+def _llama(V, s, L, h, a, kv, ffn) -> dict:
+    """A Llama-shaped model: SwiGLU of width ffn, kv heads, untied head, no biases."""
+    return _model("llama", V, s, L, h, a, kv, ffn, False, False)
+
+
+def tiny_gpt_preset() -> dict:
+    """The shared tiny GPT, read from ``GPTConfig``'s defaults (one source of truth)."""
+    c = GPTConfig()
+    return _gpt(
+        c.vocab_size,
+        c.block_size,
+        c.n_layer,
+        c.n_embd,
+        c.n_head,
+        tied=c.tie_embeddings,
+        bias=c.bias,
+    )
+
+
+# --8<-- [start:models]
+MODELS: dict[str, dict] = {
+    # GPT-2 small: huggingface.co/openai-community/gpt2/blob/main/config.json
+    "gpt2-124m": _gpt(50257, 1024, 12, 768, 12),
+    # GPT-3 175B: Brown et al. 2020 (arXiv:2005.14165) Table 2.1; the vocabulary
+    # padded to 51,200 as in Narayanan et al. 2021 (arXiv:2104.04473) Table 1.
+    "gpt3-175b": _gpt(51200, 2048, 96, 12288, 96),
+    # Narayanan et al. 2021 Table 1, the 530B and 1T rows (same vocabulary and s).
+    "megatron-530b": _gpt(51200, 2048, 105, 20480, 128),
+    "megatron-1t": _gpt(51200, 2048, 128, 25600, 160),
+    # huggingface.co/meta-llama/Llama-2-7b-hf/blob/main/config.json
+    "llama2-7b": _llama(32000, 4096, 32, 4096, 32, 32, 11008),
+    # huggingface.co/meta-llama/Meta-Llama-3-8B/blob/main/config.json
+    "llama3-8b": _llama(128256, 8192, 32, 4096, 32, 8, 14336),
+    # huggingface.co/meta-llama/Meta-Llama-3-70B/blob/main/config.json
+    "llama3-70b": _llama(128256, 8192, 80, 8192, 64, 8, 28672),
+    # huggingface.co/meta-llama/Llama-3.1-405B/blob/main/config.json
+    "llama3-405b": _llama(128256, 8192, 126, 16384, 128, 8, 53248),
+    # snippets/models/tiny_gpt.py: GPTConfig() as every parallel snippet builds it
+    "tiny-gpt": tiny_gpt_preset(),
+}
+# --8<-- [end:models]

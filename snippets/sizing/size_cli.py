@@ -1,0 +1,152 @@
+"""``python -m snippets size``: how big, how fast, and what the communication costs.
+
+    python -m snippets size --preset llama3-8b --seq 8192 --micro-batch 2 --dp 8 \\
+        --zero 3 --recompute selective --gpu h100-sxm [--json]
+    python -m snippets size --layers 32 --hidden 4096 --heads 32 --kv-heads 8 \\
+        --ffn 14336 --vocab 128256 --arch llama --seq 8192 --tp 8
+    python -m snippets size --params 7.5e9 --dp 64 --zero 2 --grad-bytes 2
+    python -m snippets size --list
+
+A preset's dimensions can be overridden one by one (``--preset llama3-8b --layers
+16``). Impossible inputs (heads not divisible by tp, dp·tp·pp·cp ≠ --gpus, a global
+batch that micro-batch × dp does not divide, an unknown preset...) get one line and
+exit status 2.
+
+``--json`` prints one object (numbers are plain floats or ints, bytes in bytes,
+seconds in seconds; the formulas are in the modules named):
+
+    params                   int, every parameter once            (params)
+    params_per_gpu           the most loaded GPU's, TP × PP split (params)
+    memory_bytes             {weights, gradients, optimizer, activations, buffers,
+                              total} on the most loaded GPU (memory, activations);
+                              buffers = ZeRO-3's gathered layer
+    memory_capacity_bytes    the GPU's HBM;  fits: total ≤ capacity (bool)
+    flops_per_token          6N + 12LHQT (÷2 with --causal-halving): MFU's (flops)
+    hardware_flops_per_token plus recompute: HFU's (flops)
+    comm_bytes_per_step      {dp, tp, pp, cp}: bytes one GPU sends a step (traffic)
+    comm_seconds_per_step    {dp, tp, pp, cp}: α-β seconds (traffic)
+    compute_seconds_per_step hardware FLOPs ÷ (peak × efficiency) (throughput)
+    bubble_factor            1 + (p - 1)/(v·m);  microbatches: m
+    step_time_s, tokens_per_s, mfu, hfu                            (throughput)
+    inputs                   {model: {...}, gpu: {...}, and every setup key}
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from snippets.core.cli import (
+    OneLineParser,
+    nonnegative_float,
+    nonnegative_int,
+    positive_float,
+    positive_int,
+)
+from snippets.core.errors import UsageError
+from snippets.sizing import estimate, presets
+from snippets.sizing.memory import PRECISIONS
+from snippets.sizing.size_table import presets_table, table
+
+SHAPE = ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab")
+
+
+def parser() -> OneLineParser:
+    p = OneLineParser(
+        prog="python -m snippets size", description=__doc__.split("\n")[0]
+    )
+    p.add_argument("--list", action="store_true", help="list the presets and exit")
+    p.add_argument("--preset", help=f"one of: {', '.join(presets.MODELS)}")
+    for name in SHAPE:
+        p.add_argument(f"--{name.replace('_', '-')}", type=positive_int)
+    p.add_argument("--arch", choices=("gpt", "llama"))
+    p.add_argument("--params", type=positive_float, metavar="N", help="a bare count")
+    for name, help_ in (
+        ("seq", "tokens a sequence (default: the preset's context)"),
+        ("micro-batch", "sequences a GPU runs at once (1)"),
+        ("global-batch", "sequences a step (micro-batch × dp)"),
+        ("dp", "data-parallel ranks"),
+        ("tp", "tensor-parallel ranks"),
+        ("pp", "pipeline stages"),
+        ("vpp", "interleaved chunks a stage"),
+        ("cp", "context-parallel ranks"),
+        ("gpus", "total GPUs (default dp·tp·pp·cp; must equal it)"),
+        ("gpus-per-node", "GPUs joined by NVLink (8)"),
+    ):
+        p.add_argument(f"--{name}", type=positive_int, help=help_)
+    p.add_argument("--zero", type=nonnegative_int, default=0, choices=range(4))
+    p.add_argument("--sequence-parallel", action="store_true")
+    p.add_argument("--recompute", choices=("none", "selective", "full"), default="none")
+    p.add_argument("--no-flash", action="store_true", help="keep the s² scores")
+    p.add_argument("--precision", choices=tuple(PRECISIONS), default="bf16-mixed")
+    p.add_argument("--optimizer", choices=("adam", "sgd"), default="adam")
+    p.add_argument("--grad-bytes", type=positive_float, help="2: the ZeRO paper's")
+    p.add_argument(
+        "--gpu", default="h100-sxm", help=f"one of: {', '.join(presets.GPUS)}"
+    )
+    p.add_argument("--intra-link", choices=("nvlink", "pcie"), default="nvlink")
+    p.add_argument("--efficiency", type=positive_float, help="compute MFU (0.5)")
+    p.add_argument("--overlap", type=nonnegative_float, help="DP/CP hidden (0)")
+    p.add_argument("--causal-halving", action="store_true", help="Megatron's ÷2")
+    p.add_argument("--json", action="store_true", help="one JSON object")
+    return p
+
+
+def resolve_model(opts: argparse.Namespace) -> dict:
+    """The preset (if any) with each given dimension put over it."""
+    given = {k: getattr(opts, k) for k in SHAPE if getattr(opts, k) is not None}
+    if opts.params is not None:
+        if opts.preset or given:
+            raise UsageError("--params is a bare count: give it without a shape")
+        return {"params": round(opts.params), "seq": opts.seq}
+    if opts.preset is not None:
+        if opts.preset not in presets.MODELS:
+            names = ", ".join(presets.MODELS)
+            raise UsageError(f"unknown preset {opts.preset!r}: choose one of {names}")
+        model = dict(presets.MODELS[opts.preset])
+    else:
+        missing = [k for k in SHAPE if k not in given and k not in ("kv_heads", "ffn")]
+        if missing:
+            flags = " ".join(f"--{k.replace('_', '-')}" for k in missing)
+            raise UsageError(f"give --preset, --params or the shape: {flags} missing")
+        arch = opts.arch or "gpt"
+        model = {"arch": arch, "seq": opts.seq, "tied": arch == "gpt"}
+        model["bias"] = arch == "gpt"
+        model |= {"kv_heads": given["heads"], "ffn": 4 * given["hidden"]}
+    if opts.arch is not None:
+        model["arch"] = opts.arch
+    return model | given
+
+
+def setup(opts: argparse.Namespace) -> dict:
+    keys = ("seq", "micro_batch", "global_batch", "dp", "tp", "pp", "vpp", "cp")
+    keys += ("gpus", "gpus_per_node", "precision", "grad_bytes", "efficiency")
+    found = {k: getattr(opts, k) for k in keys + ("overlap",)}
+    found = {k: v for k, v in found.items() if v is not None}
+    return found | {
+        "zero": opts.zero,
+        "sequence_parallel": opts.sequence_parallel,
+        "recompute": opts.recompute,
+        "flash": not opts.no_flash,
+        "optimizer": opts.optimizer,
+        "intra_link": opts.intra_link,
+        "causal_halving": opts.causal_halving,
+    }
+
+
+def size(argv: list[str] | None = None) -> int:
+    """Parse, estimate, print; a UsageError is raised for the caller's one line."""
+    opts = parser().parse_args(argv)
+    if opts.list:
+        print(presets_table())
+        return 0
+    if opts.gpu not in presets.GPUS:
+        names = ", ".join(presets.GPUS)
+        raise UsageError(f"unknown GPU {opts.gpu!r}: choose one of {names}")
+    model = resolve_model(opts)
+    if model.get("seq") is None:
+        raise UsageError("give --seq: only a preset knows its context length")
+    result = estimate.estimate(model, presets.GPUS[opts.gpu], **setup(opts))
+    result["inputs"] |= {"preset": opts.preset, "gpu_name": opts.gpu}
+    print(json.dumps(result) if opts.json else table(result))
+    return 0

@@ -60,22 +60,32 @@ def hidden_fraction(rows: list[dict]) -> float:
     return hidden / total if total > 0 else 0.0
 
 
-def chrome_trace(per_rank: list[list[dict]]) -> dict:
-    """Complete events ("ph": "X", µs) on two threads per rank: backward, all-reduce."""
+def trace_events(per_rank: list[list[dict]], threads: tuple[str, ...]) -> dict:
+    """Chrome trace JSON: per rank (a process), spans {"name", "tid", "ts", "dur"}
+    in µs as complete events ("ph": "X") on the named threads."""
     events = []
-    for rank, rows in enumerate(per_rank):
-        for tid, name in enumerate(("backward", "all-reduce")):  # names the threads
+    for rank, spans in enumerate(per_rank):
+        for tid, name in enumerate(threads):  # names the threads
             events.append({"name": "thread_name", "ph": "M", "pid": rank, "tid": tid,
                            "args": {"name": name}})  # fmt: skip
+        events += [{"ph": "X", "pid": rank, **span} for span in spans]
+    return {"traceEvents": events, "displayTimeUnit": "ms"}
+
+
+def chrome_trace(per_rank: list[list[dict]]) -> dict:
+    """Two threads per rank: backward, all-reduce."""
+    spans: list[list[dict]] = []
+    for rows in per_rank:
+        spans.append([])
         for r in rows:
             b = f"bucket {r['bucket']}"
-            events += [
-                {"name": f"backward → {b}", "ph": "X", "pid": rank, "tid": 0,
+            spans[-1] += [
+                {"name": f"backward → {b}", "tid": 0,
                  "ts": r["compute_from"], "dur": r["ready"] - r["compute_from"]},
-                {"name": f"all-reduce {b}", "ph": "X", "pid": rank, "tid": 1,
+                {"name": f"all-reduce {b}", "tid": 1,
                  "ts": r["start"], "dur": r["end"] - r["start"]},
             ]  # fmt: skip
-    return {"traceEvents": events, "displayTimeUnit": "ms"}
+    return trace_events(spans, ("backward", "all-reduce"))
 
 
 # --8<-- [end:spans]

@@ -1,0 +1,88 @@
+"""Zero-bubble's split of a backward pass: B computes the gradient a layer sends
+upstream, W the gradient of its own weights, later.
+
+For y = x Wᵀ + b, B is ∂L/∂x = ∂L/∂y · W, which the previous stage is waiting for; W
+is ∂L/∂W = (∂L/∂y)ᵀ x and ∂L/∂b = Σ ∂L/∂y, which nobody waits for (Qi et al. 2023,
+§2). Inside :func:`split_backward`, every ``nn.Linear`` of a module runs one whose
+backward returns ∂L/∂x at once and files the weight-gradient product under the
+current key (chunk, micro-batch) of a :class:`WeightGradients`; ``run(key)`` does
+that work and adds it into ``.grad``. B runs with ``retain_graph=True``: the graph,
+and with it the activations, stay alive until W, so a deferred W keeps its
+micro-batch in flight. Other parameters (LayerNorm, embeddings) still get their
+gradients in B: they are small.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from contextlib import contextmanager
+from typing import Callable, Hashable, Iterator
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class WeightGradients:
+    """Deferred ∂L/∂W products per key; forward files under ``key``."""
+
+    def __init__(self) -> None:
+        self.key: Hashable = None
+        self.pending: dict[Hashable, list[Callable[[], None]]] = defaultdict(list)
+
+    def run(self, key: Hashable) -> int:
+        """Do the weight-gradient work filed under `key`; return how many products."""
+        work = self.pending.pop(key, [])
+        for product in work:
+            product()
+        return len(work)
+
+
+def accumulate(param: torch.Tensor, grad: torch.Tensor) -> None:
+    """What autograd's AccumulateGrad does: set .grad, or add into it."""
+    if param.grad is None:
+        param.grad = grad.clone()
+    else:
+        param.grad.add_(grad)
+
+
+# --8<-- [start:split]
+class SplitLinear(torch.autograd.Function):
+    """y = x Wᵀ + b, whose backward is B only; W is filed for later."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, store: WeightGradients):  # x: (..., in)
+        ctx.save_for_backward(x)
+        ctx.store, ctx.key, ctx.weight, ctx.bias = store, store.key, weight, bias
+        return F.linear(x, weight, bias)  # (..., out)
+
+    @staticmethod
+    def backward(ctx, dy):  # dy: (..., out)
+        (x,), weight, bias = ctx.saved_tensors, ctx.weight, ctx.bias
+
+        def weight_gradient() -> None:  # W: ∂L/∂W = dyᵀ x, (out, in); ∂L/∂b = Σ dy
+            with torch.no_grad():
+                accumulate(weight, dy.flatten(0, -2).T @ x.flatten(0, -2))
+                if bias is not None:
+                    accumulate(bias, dy.flatten(0, -2).sum(0))
+
+        ctx.store.pending[ctx.key].append(weight_gradient)
+        return dy @ weight, None, None, None  # B: ∂L/∂x = dy W, (..., in)
+
+
+@contextmanager
+def split_backward(module: nn.Module, store: WeightGradients) -> Iterator[None]:
+    """Inside this block every nn.Linear in `module` runs through SplitLinear."""
+    linears = [lin for lin in module.modules() if isinstance(lin, nn.Linear)]
+    for lin in linears:
+        lin.forward = lambda x, lin=lin: SplitLinear.apply(
+            x, lin.weight, lin.bias, store
+        )
+    try:
+        yield
+    finally:
+        for lin in linears:
+            del lin.forward  # the class's own forward again
+
+
+# --8<-- [end:split]

@@ -19,51 +19,23 @@ import torch.nn as nn
 
 from snippets.models.tiny_gpt import Block
 from snippets.parallel.layer_split import part
+from snippets.parallel.tensor_parallel import f, g
 
 
 # --8<-- [start:tensor]
-class AllReduceBackward(torch.autograd.Function):
-    """Megatron's f: identity forward; backward all-reduces the input's gradient,
-    because every rank's slice of the first matrix contributed part of it."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, group: dist.ProcessGroup | None) -> torch.Tensor:
-        ctx.group = group
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
-        grad = grad.clone()
-        dist.all_reduce(grad, group=ctx.group)
-        return grad, None
-
-
-class AllReduceForward(torch.autograd.Function):
-    """Megatron's g: all-reduce forward, which sums the partial products; identity
-    backward."""
-
-    @staticmethod
-    def forward(ctx, y: torch.Tensor, group: dist.ProcessGroup | None) -> torch.Tensor:
-        y = y.clone()
-        dist.all_reduce(y, group=group)
-        return y
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
-        return grad, None
-
-
 class SummedSlices(nn.Module):
-    """f, a dense module whose Linears hold this rank's slices, g, then the output bias
-    that the slices left out (added once, after the sum)."""
+    """Megatron's f (identity forward, all-reduce backward), a dense module whose
+    Linears hold this rank's slices, g (all-reduce forward), then the output bias that
+    the slices left out (added once, after the sum). f and g come from
+    ``tensor_parallel``."""
 
     def __init__(self, inner: nn.Module, bias: nn.Parameter | None, group=None):
         super().__init__()
         self.inner, self.bias, self.group = inner, bias, group
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, N, d), same on all ranks
-        y = self.inner(AllReduceBackward.apply(x, self.group))  # partial (B, N, d)
-        y = AllReduceForward.apply(y, self.group)  # Σ over ranks
+        y = self.inner(f(x, self.group))  # partial (B, N, d)
+        y = g(y, self.group)  # Σ over ranks
         return y if self.bias is None else y + self.bias
 
 

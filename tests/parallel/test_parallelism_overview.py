@@ -21,6 +21,7 @@ from snippets.core.runtime import launch
 from snippets.models.tiny_gpt import GPT, GPTConfig
 from snippets.parallel import layer_split as ls
 from snippets.parallel import parallelism_overview as ov
+from snippets.parallel import tensor_parallel
 from snippets.parallel import weight_split as ws
 from snippets.parallel.batch_split import batch_split_step
 
@@ -96,13 +97,14 @@ def rank_checks() -> dict:
                 assert_close(got, dense.weight.grad)
             assert_close(tp.blocks[i].ln1.weight.grad, ref.ln1.weight.grad)
 
-        backward = ws.AllReduceBackward.backward  # without f's all-reduce: wrong
-        ws.AllReduceBackward.backward = staticmethod(lambda ctx, grad: (grad, None))
+        f_op = tensor_parallel.CopyToTensorParallel
+        backward = f_op.backward  # without f's all-reduce: wrong
+        f_op.backward = staticmethod(lambda ctx, grad: (grad, None, None, None))
         try:
             tp.zero_grad()
             F.cross_entropy(tp(idx)[0].flatten(0, 1), targets.flatten()).backward()
         finally:
-            ws.AllReduceBackward.backward = backward
+            f_op.backward = backward
         found[k] = {
             "blocks": list(ls.part(cfg.n_layer, p, rank, "blocks")),
             "schedule": schedule,

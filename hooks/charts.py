@@ -19,11 +19,52 @@ SCRIPTS = [
 ]
 
 
+# the model viewer (docs/assets/viewer/), likewise only where a note embeds one
+VIEWER_MARKER = '<figure class="cp-viewer">'
+VIEWER_SCRIPTS = [
+    "assets/vendor/dagre/dagre.min.js",
+    "assets/viewer/overlay.js",
+    "assets/viewer/viewer.js",
+]
+VIEWER_CSS = "assets/viewer/viewer.css"
+
+# the sizing calculator (docs/assets/sizing/), only in the note that embeds it
+SIZING_MARKER = '<figure class="cp-sizing"'
+SIZING_SCRIPTS = [
+    "assets/sizing/formulas.js",
+    "assets/sizing/estimate.js",
+    "assets/sizing/cli.js",
+    "assets/sizing/widget.js",
+]
+SIZING_CSS = "assets/sizing/sizing.css"
+
+# the trace animation player (docs/assets/player/), only where a note embeds one
+PLAYER_MARKER = '<figure class="cp-player">'
+PLAYER_SCRIPTS = ["assets/player/player.js"]
+PLAYER_CSS = "assets/player/player.css"
+
+
 def on_post_page(output, page, config):
-    if MARKER not in output:
+    scripts = (SCRIPTS if MARKER in output else []) + (
+        VIEWER_SCRIPTS if VIEWER_MARKER in output else []
+    )
+    scripts += SIZING_SCRIPTS if SIZING_MARKER in output else []
+    scripts += PLAYER_SCRIPTS if PLAYER_MARKER in output else []
+    if not scripts:
         return output
     tags = "".join(
-        f'<script src="{get_relative_url(src, page.url)}"></script>' for src in SCRIPTS
+        f'<script src="{get_relative_url(src, page.url)}"></script>' for src in scripts
     )
+    for marker, sheet in (
+        (VIEWER_MARKER, VIEWER_CSS),
+        (PLAYER_MARKER, PLAYER_CSS),
+        (SIZING_MARKER, SIZING_CSS),
+    ):
+        if marker not in output:
+            continue
+        css = get_relative_url(sheet, page.url)
+        output = output.replace(
+            "</head>", f'<link rel="stylesheet" href="{css}"></head>', 1
+        )
     head, body_end, tail = output.rpartition("</body>")
     return head + tags + body_end + tail if body_end else output + tags

@@ -23,6 +23,7 @@ FILES = [
     ("vega/build/vega.min.js", "vega/vega.min.js"),
     ("vega-lite/build/vega-lite.min.js", "vega/vega-lite.min.js"),
     ("vega-embed/build/vega-embed.min.js", "vega/vega-embed.min.js"),
+    ("@dagrejs/dagre/dist/dagre.min.js", "dagre/dagre.min.js"),  # the model viewer
 ]
 
 

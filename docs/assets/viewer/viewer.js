@@ -1,0 +1,496 @@
+/* The model viewer: draws a graph exported by snippets/viewer/graph_export.py.
+
+   The graph comes from a <script type="application/json" class="cp-viewer__graph">
+   inside each <figure class="cp-viewer">, or from window.MODEL_GRAPH (a .js data file,
+   so a standalone page works from file://). The page opens collapsed to the top-level
+   modules; each expanded module is laid out on its own by dagre (collapsed children
+   are boxes of fixed size), and a change re-lays only the module and its ancestors.
+   Edges between two children of a module are routed by that module's layout.
+   Keys: / search, + - zoom, 0 fit, e expand all, c collapse all, arrows pan,
+   Enter or Space on a module toggles it. */
+(function () {
+  "use strict";
+  const SVG = "http://www.w3.org/2000/svg";
+  const HEAD = 22, PAD = 10, BOX_H = 40, OP_H = 30, STAGES = 8;
+
+  function make(tag, attrs, parent, text) {
+    const e = document.createElementNS(SVG, tag);
+    for (const k in attrs) e.setAttribute(k, attrs[k]);
+    if (text !== undefined) e.textContent = text;
+    if (parent) parent.appendChild(e);
+    return e;
+  }
+  function html(tag, cls, parent, text) {
+    const e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined) e.textContent = text;
+    if (parent) parent.appendChild(e);
+    return e;
+  }
+  const num = (n) => (n >= 1e9 ? (n / 1e9).toFixed(2) + " G" : n >= 1e6
+    ? (n / 1e6).toFixed(2) + " M" : n >= 1e4 ? (n / 1e3).toFixed(1) + " k"
+    : String(Math.round(n)));
+  const bytes = (b) => (b >= 2 ** 30 ? (b / 2 ** 30).toFixed(2) + " GiB" : b >= 2 ** 20
+    ? (b / 2 ** 20).toFixed(2) + " MiB" : b >= 1024 ? (b / 1024).toFixed(1) + " KiB"
+    : Math.round(b) + " B");
+  const shape = (o) => (o ? o.shape.join("×") + " " + o.dtype : "–");
+
+  class Model {
+    constructor(g) {
+      this.g = g;
+      this.mods = new Map(g.modules.map((m) => [m.id, { ...m, kids: [], ops: [] }]));
+      for (const m of this.mods.values())
+        if (m.parent !== null && this.mods.has(m.parent)) this.mods.get(m.parent).kids.push(m.id);
+      this.ops = new Map();
+      const nodes = [
+        ...g.inputs.map((i) => ({ id: i.id, op: "input", module: "", inputs: [], out: i.out,
+                                  flops: 0, layer: -1 })),
+        ...g.ops,
+        { id: "output", op: "output", module: "", inputs: g.outputs, out: [], flops: 0,
+          layer: g.stack.length },
+      ];
+      for (const op of nodes) {
+        const parts = op.module ? op.module.split(".") : [];
+        op.chain = [""].concat(parts.map((_, i) => parts.slice(0, i + 1).join(".")));
+        this.ops.set(op.id, op);
+        this.mods.get(op.module).ops.push(op.id);
+      }
+      this.used = new Set(); // modules that run an op somewhere below them
+      for (const op of this.ops.values()) op.chain.forEach((c) => this.used.add(c));
+      this.edgesAt = new Map(); // lowest common module of an edge → its edges
+      for (const v of this.ops.values())
+        for (const u of v.inputs) {
+          if (!this.ops.has(u)) continue;
+          const a = this.ops.get(u).chain, b = v.chain;
+          let k = 0;
+          while (k + 1 < a.length && k + 1 < b.length && a[k + 1] === b[k + 1]) k++;
+          const at = a[k];
+          if (!this.edgesAt.has(at)) this.edgesAt.set(at, []);
+          this.edgesAt.get(at).push([u, v.id]);
+        }
+    }
+    depth(id) { return id ? id.split(".").length : 0; }
+    // the key, within module m, of the item holding op id
+    childKey(m, opId) {
+      const op = this.ops.get(opId), c = op.chain[this.depth(m) + 1];
+      return c === undefined ? "o:" + opId : "m:" + c;
+    }
+  }
+
+  class Viewer {
+    constructor(root, graph) {
+      this.root = root;
+      this.model = new Model(graph);
+      this.expanded = new Set([""]);
+      this.cache = new Map();
+      this.view = { k: 1, x: 0, y: 0 };
+      this.degrees = { dp: 1, tp: 1, pp: 1, cp: 1, zero: 0 };
+      this.matches = new Set();
+      this.build();
+      this.render();
+      this.fit();
+    }
+
+    build() {
+      const r = this.root;
+      r.classList.add("cp-viewer--ready");
+      r.setAttribute("tabindex", "0");
+      const bar = html("div", "cp-viewer__bar", r);
+      const btn = (label, fn, key) => {
+        const b = html("button", "cp-viewer__btn", bar, label);
+        b.type = "button";
+        b.title = label + " (key " + key + ")";
+        b.addEventListener("click", fn);
+      };
+      btn("Expand all", () => this.expandAll(), "e");
+      btn("Collapse all", () => this.collapseAll(), "c");
+      btn("Fit", () => this.fit(), "0");
+      this.search = html("input", "cp-viewer__search", bar);
+      this.search.type = "search";
+      this.search.placeholder = "search module or op  (/)";
+      this.search.setAttribute("aria-label", "search modules and operations");
+      this.search.addEventListener("input", () => this.find(this.search.value));
+      this.search.addEventListener("keydown", (e) => {
+        if (e.key === "Enter") this.next();
+        e.stopPropagation();
+      });
+      this.found = html("span", "cp-viewer__found", bar);
+      const over = html("div", "cp-viewer__overlay", r);
+      html("span", "cp-viewer__label", over, "Parallelism:");
+      for (const [k, choices] of [["dp", [1, 2, 4, 8]], ["tp", [1, 2, 4, 8]],
+        ["pp", [1, 2, 3, 4, 8]], ["cp", [1, 2, 4]], ["zero", [0, 1, 2, 3]]]) {
+        const lab = html("label", "cp-viewer__degree", over, k === "zero" ? "ZeRO " : k + " ");
+        const sel = html("select", "", lab);
+        sel.name = k;
+        for (const c of choices) {
+          const o = html("option", "", sel, String(c));
+          o.value = String(c);
+        }
+        sel.addEventListener("change", () => {
+          this.degrees[k] = Number(sel.value);
+          this.cache.clear(); // badges change the width of boxes
+          this.render();
+        });
+      }
+      this.svg = make("svg", { class: "cp-viewer__svg", role: "group",
+        "aria-label": "model graph: Tab to a node, Enter to expand" }, r);
+      this.layer = make("g", {}, this.svg);
+      this.panel = html("div", "cp-viewer__info", r);
+      this.panel.setAttribute("aria-live", "polite");
+      this.table = html("div", "cp-viewer__ranks", r);
+      this.panZoom();
+      r.addEventListener("keydown", (e) => this.key(e));
+    }
+
+    panZoom() {
+      let drag = null;
+      this.svg.addEventListener("wheel", (e) => {
+        e.preventDefault();
+        const b = this.svg.getBoundingClientRect();
+        this.zoom(Math.exp(-e.deltaY * 0.0015), e.clientX - b.left, e.clientY - b.top);
+      }, { passive: false });
+      this.svg.addEventListener("pointerdown", (e) => {
+        if (e.target.closest(".cp-node")) return;
+        drag = { x: e.clientX - this.view.x, y: e.clientY - this.view.y };
+        this.svg.setPointerCapture(e.pointerId);
+      });
+      this.svg.addEventListener("pointermove", (e) => {
+        if (!drag) return;
+        this.view.x = e.clientX - drag.x;
+        this.view.y = e.clientY - drag.y;
+        this.apply();
+      });
+      this.svg.addEventListener("pointerup", () => { drag = null; });
+    }
+    zoom(f, cx, cy) {
+      const v = this.view, k = Math.min(4, Math.max(0.1, v.k * f));
+      v.x = cx - ((cx - v.x) * k) / v.k;
+      v.y = cy - ((cy - v.y) * k) / v.k;
+      v.k = k;
+      this.apply();
+    }
+    apply() {
+      const v = this.view;
+      this.layer.setAttribute("transform", `translate(${v.x},${v.y}) scale(${v.k})`);
+    }
+    fit() {
+      const b = this.svg.getBoundingClientRect(), L = this.layoutOf("");
+      // the whole width; the height only down to a legible scale (then scroll or pan)
+      const k = b.width > 40
+        ? Math.min(1.5, (b.width - 20) / L.w, Math.max(0.5, (b.height - 20) / L.h)) : 1;
+      this.view = { k, x: (b.width - L.w * k) / 2, y: 10 };
+      this.apply();
+    }
+    key(e) {
+      if (e.target === this.search) return;
+      const k = e.key, step = 60;
+      const acts = {
+        "/": () => this.search.focus(), "+": () => this.zoom(1.25, 200, 150),
+        "=": () => this.zoom(1.25, 200, 150), "-": () => this.zoom(0.8, 200, 150),
+        "0": () => this.fit(), e: () => this.expandAll(), c: () => this.collapseAll(),
+        ArrowLeft: () => { this.view.x += step; this.apply(); },
+        ArrowRight: () => { this.view.x -= step; this.apply(); },
+        ArrowUp: () => { this.view.y += step; this.apply(); },
+        ArrowDown: () => { this.view.y -= step; this.apply(); },
+      };
+      if (acts[k] && !e.target.matches("select")) {
+        e.preventDefault();
+        acts[k]();
+      }
+    }
+
+    toggle(id) {
+      if (this.expanded.has(id)) {
+        for (const m of [...this.expanded])
+          if (m === id || m.startsWith(id + ".")) {
+            this.expanded.delete(m);
+            this.cache.delete(m);
+          }
+      } else this.expanded.add(id);
+      this.dirty(id);
+      this.render(id);
+    }
+    dirty(id) {
+      // the module and every module above it: their layouts hold its size
+      for (const m of [...this.cache.keys()])
+        if (m === "" || (id + ".").startsWith(m + ".")) this.cache.delete(m);
+    }
+    expandAll() {
+      for (const id of this.model.used) this.expanded.add(id);
+      this.cache.clear();
+      this.render();
+      this.fit();
+    }
+    collapseAll() {
+      this.expanded = new Set([""]);
+      this.cache.clear();
+      this.render();
+      this.fit();
+    }
+
+    // items of an expanded module: its used child modules and its own ops
+    layoutOf(id) {
+      if (this.cache.has(id)) return this.cache.get(id);
+      const M = this.model, m = M.mods.get(id);
+      const g = new dagre.graphlib.Graph({ multigraph: false });
+      g.setGraph({ rankdir: "TB", nodesep: 14, ranksep: 22, marginx: PAD, marginy: PAD });
+      g.setDefaultEdgeLabel(() => ({}));
+      for (const k of m.kids) {
+        if (!M.used.has(k)) continue;
+        const size = this.expanded.has(k) ? this.layoutOf(k)
+          : { w: this.boxWidth(k), h: BOX_H };
+        g.setNode("m:" + k, { width: size.w, height: size.h });
+      }
+      for (const o of m.ops)
+        g.setNode("o:" + o, { width: Math.max(70, 6.6 * this.opLabel(o).length + 18), height: OP_H });
+      const tensors = new Map();
+      for (const [u, v] of M.edgesAt.get(id) || []) {
+        const a = M.childKey(id, u), b = M.childKey(id, v);
+        if (a === b) continue;
+        const key = a + "\u0000" + b;
+        if (!tensors.has(key)) tensors.set(key, new Set());
+        tensors.get(key).add(u);
+      }
+      for (const [key, us] of tensors) {
+        const [a, b] = key.split("\u0000"), first = M.ops.get([...us][0]).out[0];
+        const label = first ? first.shape.join("×") : "";
+        g.setEdge(a, b, { width: 6 * label.length, height: 12, label, tensors: [...us] });
+      }
+      dagre.layout(g);
+      const L = { w: g.graph().width || 80, h: (g.graph().height || 40) + HEAD, items: [], edges: [] };
+      for (const k of g.nodes()) {
+        const n = g.node(k);
+        L.items.push({ key: k, x: n.x - n.width / 2, y: n.y - n.height / 2 + HEAD, w: n.width, h: n.height });
+      }
+      for (const e of g.edges()) {
+        const d = g.edge(e);
+        L.edges.push({ from: e.v, to: e.w, points: d.points.map((p) => [p.x, p.y + HEAD]),
+          label: d.label, lx: d.x, ly: d.y + HEAD, tensors: d.tensors });
+      }
+      this.cache.set(id, L);
+      return L;
+    }
+    boxWidth(k) {
+      const m = this.model.mods.get(k), title = m.name.length + m.type.length + 5;
+      const sub = (num(m.params) + num(m.flops) + this.badge(k)).length + 17;
+      return Math.max(110, 6.6 * Math.max(title, sub) + 18);
+    }
+    opLabel(o) {
+      const op = this.model.ops.get(o), name = op.op.replace(/^aten\./, "");
+      return op.out[0] && op.op !== "output" ? name + " " + op.out[0].shape.join("×") : name;
+    }
+
+    render(focusId) {
+      const t0 = performance.now();
+      this.overlay = this.computeOverlay();
+      this.layer.textContent = "";
+      this.nodes = new Map();
+      const edges = make("g", { class: "cp-edges" }, this.layer);
+      const L = this.layoutOf("");
+      this.place("", 0, 0, L, this.layer, edges);
+      this.layer.appendChild(edges); // edges above the group boxes
+      this.rankTable();
+      this.root.dataset.renderMs = (performance.now() - t0).toFixed(1);
+      if (focusId !== undefined && this.nodes.has("m:" + focusId)) this.nodes.get("m:" + focusId).focus();
+      this.mark();
+    }
+    place(id, x0, y0, L, parent, edges) {
+      const M = this.model;
+      for (const it of L.items) {
+        const x = x0 + it.x, y = y0 + it.y;
+        const isMod = it.key.startsWith("m:"), key = it.key.slice(2);
+        if (isMod && this.expanded.has(key)) {
+          const grp = make("g", { class: "cp-group " + this.ownClass(key, true) }, parent);
+          make("rect", { x, y, width: it.w, height: it.h, rx: 6, class: "cp-group__box" }, grp);
+          const head = make("g", { class: "cp-node cp-node--head", tabindex: 0, role: "button",
+            "aria-expanded": "true", "data-id": key, "aria-label": "collapse " + key }, grp);
+          make("rect", { x, y, width: it.w, height: HEAD - 4, rx: 6, class: "cp-group__head" }, head);
+          make("text", { x: x + 8, y: y + 13 }, head, "▾ " + M.mods.get(key).name + " · " + M.mods.get(key).type);
+          this.bind(head, "m:" + key);
+          this.place(key, x, y, this.layoutOf(key), grp, edges);
+        } else this.node(it, x, y, isMod, key, parent);
+      }
+      for (const e of L.edges) {
+        const pts = e.points.map(([px, py]) => [x0 + px, y0 + py]);
+        const d = "M" + pts.map((p) => p.join(",")).join(" L");
+        const coll = e.tensors.flatMap((u) => this.overlay.at.get(u) || []).filter((c) => c.kind !== "dp");
+        const path = make("path", { d, class: "cp-edge" + (coll.length ? " cp-edge--coll cp-kind-" + coll[0].kind : "") }, edges);
+        make("title", {}, path, e.tensors.map((u) => u + ": " + shape(M.ops.get(u).out[0])).join("\n"));
+        if (e.label) make("text", { x: x0 + e.lx, y: y0 + e.ly + 4, class: "cp-edge__label" }, edges, e.label);
+        if (coll.length) {
+          const [mx, my] = pts[Math.floor(pts.length / 2)];
+          const mk = make("g", { class: "cp-coll cp-kind-" + coll[0].kind }, edges);
+          make("circle", { cx: mx, cy: my, r: 7 }, mk);
+          make("text", { x: mx + 10, y: my + 4 }, mk, coll.map((c) => c.kind.toUpperCase() + " " + c.name).join(", "));
+          make("title", {}, mk, coll.map((c) => `${c.name}: ${bytes(c.bytes)}/rank`).join("\n"));
+        }
+      }
+    }
+    node(it, x, y, isMod, key, parent) {
+      const M = this.model, cls = isMod ? "cp-node cp-node--module" : "cp-node cp-node--op";
+      const g = make("g", { class: cls + " " + this.ownClass(key, isMod), tabindex: 0, role: "button", "data-id": key }, parent);
+      make("rect", { x, y, width: it.w, height: it.h, rx: isMod ? 6 : 12 }, g);
+      if (isMod) {
+        const m = M.mods.get(key);
+        g.setAttribute("aria-expanded", "false");
+        g.setAttribute("aria-label", "expand " + key);
+        make("text", { x: x + 8, y: y + 16 }, g, "▸ " + m.name + " · " + m.type);
+        make("text", { x: x + 8, y: y + 31, class: "cp-node__sub" }, g,
+          num(m.params) + " params · " + num(m.flops) + " FLOPs" + this.badge(key));
+      } else make("text", { x: x + 8, y: y + 19 }, g, this.opLabel(key));
+      this.bind(g, (isMod ? "m:" : "o:") + key);
+    }
+    bind(g, key) {
+      this.nodes.set(key, g);
+      const show = () => this.info(key);
+      g.addEventListener("mouseenter", show);
+      g.addEventListener("focus", show);
+      g.addEventListener("click", (e) => {
+        e.stopPropagation();
+        show();
+        if (key.startsWith("m:")) this.toggle(key.slice(2));
+      });
+      g.addEventListener("keydown", (e) => {
+        if ((e.key === "Enter" || e.key === " ") && key.startsWith("m:")) {
+          e.preventDefault();
+          e.stopPropagation();
+          this.toggle(key.slice(2));
+        }
+      });
+    }
+
+    // parallelism: stage colour, TP role, ZeRO-3 shard; collectives by where they fire
+    computeOverlay() {
+      const O = window.CPViewerOverlay, g = this.model.g, d = this.degrees;
+      const colls = O.collectives(g, d), at = new Map();
+      for (const c of colls) {
+        if (!at.has(c.at)) at.set(c.at, []);
+        at.get(c.at).push(c);
+      }
+      const stages = new Map(), n = g.stack.length; // module or op → stages it runs on
+      for (const op of this.model.ops.values()) {
+        const s = O.stage(op.layer, d.pp, n);
+        for (const k of op.chain.map((c) => "m:" + c).concat(["o:" + op.id])) {
+          if (!stages.has(k)) stages.set(k, new Set());
+          stages.get(k).add(s);
+        }
+      }
+      return { colls, at, stages, on: d.dp * d.tp * d.pp * d.cp > 1 };
+    }
+    stagesOf(key, isMod) {
+      return this.overlay.stages.get((isMod ? "m:" : "o:") + key) || new Set([0]);
+    }
+    ownClass(key, isMod) {
+      if (!this.overlay.on) return "";
+      const s = this.stagesOf(key, isMod), m = isMod ? this.model.mods.get(key) : null;
+      let c = s.size === 1 ? "cp-stage-" + ([...s][0] % STAGES) : "cp-stage-mixed";
+      if (m && m.tp && this.degrees.tp > 1) c += " cp-tp-" + m.tp;
+      if (m && m.params && this.degrees.zero === 3 && this.degrees.dp > 1) c += " cp-zero3";
+      return c;
+    }
+    badge(key) {
+      const m = this.model.mods.get(key), d = this.degrees;
+      let b = "";
+      if (m.tp && d.tp > 1) b += " · TP " + m.tp + " ÷" + d.tp;
+      if (m.params && d.zero === 3 && d.dp > 1) b += " · ZeRO-3 ÷" + d.dp;
+      return b;
+    }
+
+    info(key) {
+      const M = this.model, p = this.panel, O = window.CPViewerOverlay, d = this.degrees;
+      p.textContent = "";
+      const row = (k, v) => { const r = html("div", "", p); html("b", "", r, k + ": "); html("span", "", r, v); };
+      let layer;
+      if (key.startsWith("m:")) {
+        const m = M.mods.get(key.slice(2));
+        html("div", "cp-viewer__title", p, (m.id || "(model)") + " · " + m.type);
+        row("parameters", num(m.params) + " (" + bytes(m.bytes) + ")");
+        row("FLOPs (forward)", num(m.flops));
+        for (const t of m.tensors) row(t.kind + " " + t.name, t.shape.join("×") + " " + t.dtype + ", " + bytes(t.bytes));
+        if (m.tp) row("tensor parallel", m.tp);
+        layer = m.layer;
+        for (const c of this.overlay.at.get(m.id) || []) row(c.kind.toUpperCase() + " " + c.name, bytes(c.bytes) + " per rank");
+      } else {
+        const op = M.ops.get(key.slice(2));
+        html("div", "cp-viewer__title", p, op.op + " · " + (op.module || "(model)"));
+        op.inputs.forEach((u) => M.ops.has(u) && row("in " + u, shape(M.ops.get(u).out[0])));
+        op.out.forEach((o, i) => o && row("out " + i, shape(o) + ", " + bytes(o.bytes)));
+        row("FLOPs", num(op.flops));
+        layer = op.layer;
+        for (const c of this.overlay.at.get(op.id) || []) row(c.kind.toUpperCase() + " " + c.name, bytes(c.bytes) + " per rank");
+      }
+      if (this.overlay.on && !(key === "m:")) {
+        const s = O.stage(layer, d.pp, M.g.stack.length);
+        row("owner ranks", "stage " + s + ": " + O.ranksOfStage(s, d).join(", "));
+      }
+    }
+    rankTable() {
+      const t = this.table, d = this.degrees;
+      t.textContent = "";
+      const rows = window.CPViewerOverlay.rankBytes(this.model.g, d);
+      const tab = html("table", "", t), head = html("tr", "", html("thead", "", tab));
+      const cols = ["weights", "grads", "optimizer", "total", "tp", "pp", "cp", "dp"];
+      for (const c of ["stage", "ranks", ...cols.slice(0, 4), ...cols.slice(4).map((c) => c.toUpperCase() + " comm")])
+        html("th", "", head, c);
+      const body = html("tbody", "", tab);
+      for (const r of rows) {
+        const tr = html("tr", "", body);
+        html("td", "", tr, String(r.stage));
+        html("td", "", tr, r.ranks.length > 8 ? r.ranks.slice(0, 8).join(",") + ",…" : r.ranks.join(","));
+        for (const c of cols) {
+          const td = html("td", "", tr, bytes(r[c]));
+          td.dataset.col = c;
+          td.dataset.bytes = String(r[c]);
+        }
+      }
+      html("p", "cp-viewer__note", t, "Bytes per rank: weights, gradients, Adam state (model " +
+        "states only, no activations); comm: bytes handed to collectives in one step of " +
+        "one microbatch, an all-reduce counted twice (reduce-scatter + all-gather).");
+    }
+
+    find(q) {
+      q = q.trim().toLowerCase();
+      this.matches = new Set();
+      if (q) {
+        for (const m of this.model.mods.values())
+          if (m.id && this.model.used.has(m.id) && (m.id.toLowerCase().includes(q) || m.type.toLowerCase().includes(q)))
+            this.matches.add("m:" + m.id);
+        for (const o of this.model.ops.values())
+          if (o.op.toLowerCase().includes(q) || o.id.toLowerCase().includes(q)) this.matches.add("o:" + o.id);
+        let opened = 0;
+        for (const k of this.matches) {
+          if (opened > 200) break;
+          const chain = k.startsWith("o:") ? this.model.ops.get(k.slice(2)).chain
+            : [""].concat(k.slice(2).split(".").slice(0, -1).map((_, i, a) => a.slice(0, i + 1).join(".")));
+          for (const c of chain) if (!this.expanded.has(c)) { this.expanded.add(c); this.dirty(c); opened++; }
+        }
+      }
+      this.cursor = -1;
+      this.render();
+      this.found.textContent = q ? this.matches.size + " found" : "";
+    }
+    mark() {
+      for (const [k, g] of this.nodes) g.classList.toggle("cp-match", this.matches.has(k));
+    }
+    next() {
+      const shown = [...this.matches].filter((k) => this.nodes.has(k));
+      if (!shown.length) return;
+      this.cursor = (this.cursor + 1) % shown.length;
+      const g = this.nodes.get(shown[this.cursor]), b = g.getBBox(), s = this.svg.getBoundingClientRect();
+      this.view.x = s.width / 2 - (b.x + b.width / 2) * this.view.k;
+      this.view.y = s.height / 2 - (b.y + b.height / 2) * this.view.k;
+      this.apply();
+      this.info(shown[this.cursor]);
+    }
+  }
+
+  function start() {
+    for (const fig of document.querySelectorAll("figure.cp-viewer:not(.cp-viewer--ready)")) {
+      const data = fig.querySelector("script.cp-viewer__graph");
+      const graph = data ? JSON.parse(data.textContent) : window.MODEL_GRAPH;
+      if (graph) fig.viewer = new Viewer(fig, graph);
+    }
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();

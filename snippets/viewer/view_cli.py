@@ -1,0 +1,130 @@
+"""``python -m snippets view``: any model, drawn as a page to expand, search and cut.
+
+    python -m snippets view package.module:factory [--input-shape 1,128 |
+        --example package.module:inputs] [--input-dtype auto|float32|int64]
+        [--method auto|export|fx] [--out DIR] [--open]
+    python -m snippets view tiny_gpt        # ready-made: the shared GPT
+    python -m snippets view llama_block     # ready-made: a Llama-style block
+
+``factory`` is anything that returns an ``nn.Module`` when called with no arguments (a
+function, a class) or a module itself. The example input is either a shape (a tensor
+of zeros: int64 when the model has an ``nn.Embedding``, else float32, unless
+``--input-dtype`` says) or ``package.module:inputs``, a tuple of tensors or a function
+returning one. The page and its scripts go into ``--out`` (default ``model-view``);
+the command prints where. Bad input of any kind is one line and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import webbrowser
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from snippets.core.cli import OneLineParser, guarded, positive_int
+from snippets.core.errors import UsageError
+from snippets.viewer.graph_export import export_graph
+from snippets.viewer.parallel_overlay import annotate
+from snippets.viewer.viewer_page import summary, write_page
+
+DESCRIPTION = "Any model, drawn as a page to expand, search and cut."
+READY = {
+    "tiny_gpt": ("snippets.viewer.model_viewer:tiny_gpt", "1,16"),
+    "llama_block": ("snippets.viewer.llama_block:llama_block", "1,16,32"),
+}
+DTYPES = {"float32": torch.float32, "int64": torch.int64}
+
+
+def shape(text: str) -> tuple[int, ...]:
+    """``1,128`` → (1, 128): each dimension a whole number ≥ 1."""
+    return tuple(positive_int(part) for part in text.split(","))
+
+
+def resolve(target: str) -> Any:
+    """``package.module:name`` → that object, or a one-line UsageError."""
+    path, colon, name = target.partition(":")
+    if not colon or not path or not name:
+        raise UsageError(f"{target!r}: expected package.module:name")
+    try:
+        module = importlib.import_module(path)
+    except Exception as exc:  # noqa: BLE001 - whatever the import raised
+        raise UsageError(f"cannot import {path!r}: {exc}") from None
+    obj = module
+    for part in name.split("."):
+        if not hasattr(obj, part):
+            raise UsageError(f"{path!r} has no {name!r}")
+        obj = getattr(obj, part)
+    return obj
+
+
+def build_model(target: str) -> torch.nn.Module:
+    obj = resolve(target)
+    if isinstance(obj, torch.nn.Module):
+        return obj
+    if not callable(obj):
+        raise UsageError(f"{target} is a {type(obj).__name__}, not a factory")
+    try:
+        model = obj()
+    except Exception as exc:  # noqa: BLE001 - a user's factory may raise anything
+        raise UsageError(f"{target}() failed: {type(exc).__name__}: {exc}") from None
+    if not isinstance(model, torch.nn.Module):
+        raise UsageError(f"{target}() returned a {type(model).__name__}, not a module")
+    return model
+
+
+def example_inputs(opts: argparse.Namespace, model: torch.nn.Module) -> tuple:
+    if opts.example:
+        value = resolve(opts.example)
+        value = value() if callable(value) else value
+        value = (value,) if isinstance(value, torch.Tensor) else value
+        if not isinstance(value, (tuple, list)):
+            raise UsageError(
+                f"{opts.example} gave a {type(value).__name__}, not tensors"
+            )
+        return tuple(value)
+    dtype = DTYPES.get(opts.input_dtype)
+    if dtype is None:  # auto: token ids for a model that embeds them
+        embeds = any(isinstance(m, torch.nn.Embedding) for m in model.modules())
+        dtype = torch.int64 if embeds else torch.float32
+    return (torch.zeros(opts.input_shape, dtype=dtype),)
+
+
+def build_parser() -> OneLineParser:
+    p = OneLineParser(
+        prog="python -m snippets view", description=__doc__.split("\n")[0]
+    )
+    p.add_argument("target", help="package.module:factory, or " + " | ".join(READY))
+    given = p.add_mutually_exclusive_group()
+    given.add_argument("--input-shape", type=shape, metavar="SHAPE", help="e.g. 1,128")
+    given.add_argument("--example", metavar="MOD:INPUTS", help="pkg.module:inputs")
+    p.add_argument("--input-dtype", choices=["auto", *DTYPES], default="auto")
+    p.add_argument("--method", choices=["auto", "export", "fx"], default="auto")
+    p.add_argument("--out", default="model-view", help="folder for the page")
+    p.add_argument("--open", action="store_true", help="open it in a browser")
+    return p
+
+
+def view(argv: list[str] | None = None) -> int:
+    opts = build_parser().parse_args(argv)
+
+    def body() -> int:
+        target = opts.target
+        if target in READY:
+            target, default_shape = READY[target]
+            if not opts.example and not opts.input_shape:
+                opts.input_shape = shape(default_shape)
+        if not opts.example and not opts.input_shape:
+            raise UsageError("give an example input: --input-shape or --example")
+        model = build_model(target)
+        graph = annotate(export_graph(model, example_inputs(opts, model), opts.method))
+        index = write_page(graph, Path(opts.out))
+        print(summary(graph))
+        print(f"page: {index.resolve()}")
+        if opts.open:
+            webbrowser.open(index.resolve().as_uri())
+        return 0
+
+    return guarded(body)

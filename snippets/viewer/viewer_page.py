@@ -1,0 +1,99 @@
+"""The viewer's page: a standalone folder that works from file://, or a note's block.
+
+``write_page(graph, out_dir)`` writes ``graph.js`` (``window.MODEL_GRAPH = {...};``: a
+script, not JSON, since a page opened from file:// may not ``fetch``), the page's own
+script and style from ``docs/assets/viewer/``, dagre's browser build from
+``node_modules`` (``npm ci`` installs it) and an ``index.html`` that loads them by
+relative path: the folder can be moved, mailed or opened offline.
+
+``embed_html(graph)`` is the same figure for a note: the graph inline as JSON in a
+``<figure class="cp-viewer">``, which tells the site's hook to load the scripts.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import shutil
+from pathlib import Path
+
+from snippets.core.errors import UsageError
+from snippets.core.registry import REPO_DIR
+
+ASSETS = REPO_DIR / "docs" / "assets" / "viewer"
+DAGRE = REPO_DIR / "node_modules" / "@dagrejs" / "dagre" / "dist" / "dagre.min.js"
+SCRIPTS = ["dagre.min.js", "overlay.js", "viewer.js"]  # in load order
+MARKER = '<figure class="cp-viewer">'
+
+PAGE = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title}</title>
+<link rel="stylesheet" href="viewer.css">
+<style>body {{ font-family: system-ui, sans-serif; margin: 1rem 2rem; }}</style>
+</head>
+<body class="cp-viewer-page">
+<h1>{title}</h1>
+<p>{summary}</p>
+<figure class="cp-viewer"></figure>
+<script src="graph.js"></script>
+{scripts}
+</body>
+</html>
+"""
+
+
+def inline_json(graph: dict) -> str:
+    """JSON that is safe inside a <script>: ``</`` would end the element early."""
+    return json.dumps(graph, separators=(",", ":")).replace("</", "<\\/")
+
+
+def summary(graph: dict) -> str:
+    root = graph["modules"][0]
+    return (
+        f"{graph['model']}: {len(graph['ops'])} ops in {len(graph['modules'])} "
+        f"modules, {root['params']:,} params, {root['flops']:,} forward FLOPs "
+        f"({graph['source']})"
+    )
+
+
+def write_page(graph: dict, out_dir: Path) -> Path:
+    """Write the standalone viewer into ``out_dir``; return its ``index.html``."""
+    if not DAGRE.is_file():
+        raise UsageError(
+            f"{DAGRE.relative_to(REPO_DIR)} is missing: run 'npm ci' first"
+        )
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "graph.js").write_text(
+            f"window.MODEL_GRAPH = {inline_json(graph)};\n", encoding="utf-8"
+        )
+        shutil.copy2(DAGRE, out_dir / "dagre.min.js")
+        for name in ("overlay.js", "viewer.js", "viewer.css"):
+            shutil.copy2(ASSETS / name, out_dir / name)
+        scripts = "\n".join(f'<script src="{s}"></script>' for s in SCRIPTS)
+        page = PAGE.format(
+            title=html.escape(f"{graph['model']}: model viewer"),
+            summary=html.escape(summary(graph)),
+            scripts=scripts,
+        )
+        index = out_dir / "index.html"
+        index.write_text(page, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(
+            f"cannot write the page into {out_dir}: {exc.strerror}"
+        ) from None
+    return index
+
+
+def embed_html(graph: dict) -> str:
+    """The viewer as a note's HTML block (no blank line: that would end the block)."""
+    return (
+        f"{MARKER}\n"
+        f'<script type="application/json" class="cp-viewer__graph">'
+        f"{inline_json(graph)}</script>\n"
+        f"<figcaption>{html.escape(summary(graph))}</figcaption>\n"
+        "</figure>\n"
+    )

@@ -1,0 +1,70 @@
+"""``python -m snippets view``: a page for a ready-made target and for a user's own
+model; every kind of bad input is one line and exit status 2."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from snippets.__main__ import main
+
+
+def two_layers() -> torch.nn.Module:  # a user's own model, as the CLI will import it
+    return torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.GELU())
+
+
+def not_a_module() -> int:
+    return 3
+
+
+def example() -> torch.Tensor:
+    return torch.ones(2, 4)
+
+
+def exit_code(argv: list[str]) -> int:
+    try:
+        return main(argv)
+    except SystemExit as stop:  # the parser refused the line
+        return stop.code
+
+
+def read_graph(folder) -> dict:
+    text = (folder / "graph.js").read_text(encoding="utf-8")
+    return json.loads(text.removeprefix("window.MODEL_GRAPH = ").rstrip().rstrip(";"))
+
+
+def test_ready_made_and_own_model_pages(tmp_path, capsys) -> None:
+    assert main(["view", "llama_block", "--out", str(tmp_path / "a")]) == 0
+    out = capsys.readouterr().out
+    assert f"page: {(tmp_path / 'a' / 'index.html').resolve()}" in out
+    assert all(len(line) <= 88 for line in out.splitlines() if "page:" not in line)
+    assert read_graph(tmp_path / "a")["model"] == "LlamaBlock"
+    argv = ["view", "test_view_cli:two_layers", "--example", "test_view_cli:example"]
+    assert main([*argv, "--out", str(tmp_path / "b")]) == 0
+    graph = read_graph(tmp_path / "b")
+    assert [op["op"] for op in graph["ops"]] == ["aten.linear", "aten.gelu"]
+    assert graph["ops"][0]["out"][0]["shape"] == [2, 8]
+    assert graph["modules"][0]["params"] == 4 * 8 + 8
+    assert "tp" in graph["modules"][1] and "stack" in graph  # overlay annotations
+
+
+@pytest.mark.parametrize(
+    "argv, says",
+    [
+        (["no_such_pkg.mod:f", "--input-shape", "1,4"], "cannot import"),
+        (["test_view_cli:missing", "--input-shape", "1,4"], "has no"),
+        (["test_view_cli:not_a_module", "--input-shape", "1,4"], "not a module"),
+        (["test_view_cli:two_layers", "--input-shape", "1,x"], "whole number"),
+        (["test_view_cli:two_layers", "--input-shape", "0,4"], "at least 1"),
+        (["test_view_cli:two_layers", "--input-shape", "1,5"], "cannot run"),
+        (["test_view_cli:two_layers"], "--input-shape or --example"),
+        (["two_layers", "--input-shape", "1,4"], "package.module:name"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(argv, says, capsys, tmp_path) -> None:
+    assert exit_code(["view", *argv, "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and says in err, err
+    assert "Traceback" not in err

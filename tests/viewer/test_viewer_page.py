@@ -1,0 +1,34 @@
+"""The standalone page folder and the note's block: complete, loadable, escaped."""
+
+from __future__ import annotations
+
+import json
+
+from snippets.viewer.viewer_page import MARKER, SCRIPTS, embed_html, write_page
+
+
+def small_graph(name: str = "M") -> dict:
+    module = {"id": "", "name": name, "type": name, "parent": None, "params": 3}
+    module |= {"bytes": 12, "flops": 0, "tensors": []}
+    return {"model": name, "source": "torch.fx", "modules": [module], "ops": []}
+
+
+def test_page_folder_holds_everything_it_loads(tmp_path) -> None:
+    index = write_page(small_graph(), tmp_path / "out")
+    page = index.read_text(encoding="utf-8")
+    for name in [*SCRIPTS, "graph.js", "viewer.css"]:
+        assert (index.parent / name).is_file(), name
+        assert f'"{name}"' in page, name
+    data = (index.parent / "graph.js").read_text(encoding="utf-8")
+    prefix = "window.MODEL_GRAPH = "
+    assert data.startswith(prefix)
+    assert json.loads(data[len(prefix) :].rstrip().rstrip(";")) == small_graph()
+    assert "http" not in page  # nothing from another host
+
+
+def test_note_block_is_one_html_block_and_cannot_end_its_script_early() -> None:
+    graph = small_graph("</script><b>")
+    block = embed_html(graph)
+    assert block.startswith(MARKER) and "\n\n" not in block
+    inline = block.split('class="cp-viewer__graph">', 1)[1].split("</script>", 1)[0]
+    assert json.loads(inline) == graph

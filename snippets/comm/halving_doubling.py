@@ -35,6 +35,7 @@ from snippets.comm.messages import (
     wait_all,
 )
 from snippets.comm.plumbing import begin, combine_, end
+from snippets.comm.trace_frames import player_html, record_allreduce
 from snippets.core.cli import main_entry
 from snippets.core.runtime import Spec, device, print0
 
@@ -155,7 +156,18 @@ def main(numel: int = 1_000_003) -> dict:
         f"trace of a {n_small}-element all-reduce: {len(merged)} messages in {rounds} "
         f"rounds = 2·log2 {q}{' + 2' if q < p else ''}"
     )
-    return {"tables": {"trace": rows}, "rounds": rounds, "world_size": p}
+    anim = record_allreduce(
+        halving_doubling_allreduce, f"Halving/doubling all-reduce, {p} ranks"
+    )
+    print0(
+        f"animation: {len(anim['frames']) - 1} rounds; last frame == dist.all_reduce"
+    )
+    return {
+        "tables": {"trace": rows},
+        "markdown": {"animation": player_html(anim)},
+        "rounds": rounds,
+        "world_size": p,
+    }
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

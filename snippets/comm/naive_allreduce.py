@@ -23,6 +23,7 @@ from torch.distributed import ReduceOp
 from snippets.comm import plumbing
 from snippets.comm.messages import recv, send, wait_all
 from snippets.comm.plumbing import begin, combine_, end
+from snippets.comm.trace_frames import player_html, record_allreduce
 from snippets.core.cli import main_entry
 from snippets.core.runtime import Spec, device, print0
 
@@ -112,7 +113,17 @@ def main(numel: int = 200_003) -> dict:
     print0(f"  root variant     {sent['root']}")
     print0(f"  everyone variant {sent['everyone']}")
     print0(f"  a ring           {ring:,} per rank")
-    return {"tables": {"bytes": rows}, "world_size": p}
+    titles = {"root": "via a root", "everyone": "everyone to everyone"}
+    players = {
+        f"animation_{v}": player_html(
+            record_allreduce(
+                naive_allreduce, f"Naive all-reduce {titles[v]}, {p} ranks", variant=v
+            )
+        )
+        for v in VARIANTS
+    }
+    print0("animations of both: last frame == dist.all_reduce")
+    return {"tables": {"bytes": rows}, "markdown": players, "world_size": p}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

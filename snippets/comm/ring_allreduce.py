@@ -37,6 +37,7 @@ from snippets.comm.messages import (
     wait_all,
 )
 from snippets.comm.plumbing import begin, combine_, end
+from snippets.comm.trace_frames import player_html, record_allreduce
 from snippets.core.cli import main_entry
 from snippets.core.runtime import Spec, device, print0
 
@@ -154,8 +155,11 @@ def main(numel: int = 1_000_003) -> dict:
         f"{steps} steps = 2(p−1)"
     )
     print0(f"bytes sent per rank {list(sent.values())}; 2(p−1)/p · n · 8 = {ideal:.1f}")
+    anim = record_allreduce(ring_allreduce, f"Ring all-reduce, {p} ranks, {p} elements")
+    print0(f"animation: {len(anim['frames']) - 1} steps; last frame == dist.all_reduce")
     return {
         "tables": {"ops": rows, "trace": table},
+        "markdown": {"animation": player_html(anim)},
         "world_size": p,
         "sent_per_rank": sent,
     }

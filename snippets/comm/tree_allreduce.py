@@ -36,6 +36,7 @@ from snippets.comm.messages import (
     wait_all,
 )
 from snippets.comm.plumbing import begin, combine_, end
+from snippets.comm.trace_frames import player_html, record_allreduce
 from snippets.core.cli import main_entry
 from snippets.core.runtime import Spec, device, print0
 
@@ -217,7 +218,22 @@ def main(numel: int = 1_000_003) -> dict:
         f"  tree {most['tree']}, double tree {most['double tree']}, "
         f"ring {rows[0]['ring would send']}"
     )
-    return {"tables": {"roles": rows}, "depth": D, "world_size": p}
+    players = {
+        f"animation_{key}": player_html(
+            record_allreduce(fn, f"{title} all-reduce, {p} ranks, {p} elements")
+        )
+        for key, fn, title in (
+            ("tree", tree_allreduce, "Binary-tree"),
+            ("double_tree", double_tree_allreduce, "Double-binary-tree"),
+        )
+    }
+    print0("animations of both: last frame == dist.all_reduce")
+    return {
+        "tables": {"roles": rows},
+        "markdown": players,
+        "depth": D,
+        "world_size": p,
+    }
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

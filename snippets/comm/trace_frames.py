@@ -1,0 +1,173 @@
+"""Animations from executed traces: a merged trace of ``Send``s, replayed step by step
+from the ranks' first buffers, as the frames the page's player draws.
+
+Every element of every rank's buffer is tracked as the list of ranks whose input it
+holds summed so far (a rank appears twice if its input was added twice: a bug the
+final-frame check catches). In each step every message reads the sender's buffer as
+it was before the step; an ``add`` message is summed into the receiver's same range,
+a ``copy`` overwrites it. The phase a snippet names on each ``Send`` says which
+(``ACTIONS``); an unknown phase is an error, not a guess.
+
+``record_allreduce`` runs one all-reduce with ``trace=`` on every rank, gathers the
+trace, the first and final buffers and ``dist.all_reduce``'s answer, and returns the
+animation only if its last frame equals both: the frames cannot disagree with the run.
+``player_html`` is what a note includes (``docs/assets/player/player.js`` draws it).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+
+from snippets.comm.messages import Send, gather_trace
+from snippets.core.chart_style import PALETTE
+from snippets.core.runtime import device
+
+# --8<-- [start:actions]
+ACTIONS = {  # phase named on a Send → what the receiver does with it
+    "reduce": "add",
+    "reduce-scatter": "add",
+    "fold": "add",
+    "everyone": "add",
+    "broadcast": "copy",
+    "all-gather": "copy",
+    "unfold": "copy",
+}
+
+
+def replay(trace: list[Send], p: int, numel: int) -> list[list[list[list[int]]]]:
+    """states[k][rank][i]: the ranks whose inputs element i holds after k steps
+    (states[0]: each rank its own); one state per distinct step of the trace."""
+    state = [[[r] for _ in range(numel)] for r in range(p)]
+    states = [state]
+    for step in sorted({s.step for s in trace}):
+        before, state = state, [[list(c) for c in row] for row in state]
+        for s in (s for s in trace if s.step == step):
+            if s.phase not in ACTIONS:
+                raise ValueError(f"phase {s.phase!r} of {s} is not in ACTIONS")
+            for i in range(s.start, s.stop):
+                got = before[s.src][i]
+                add = ACTIONS[s.phase] == "add"
+                state[s.dst][i] = sorted(state[s.dst][i] + got) if add else list(got)
+        states.append(state)
+    return states
+
+
+# --8<-- [end:actions]
+
+
+def label(cell: list[int]) -> str:
+    """The ranks in a cell as ranges: [0, 1, 2, 4] → "0–2,4"; a repeat shows twice."""
+    runs: list[list[int]] = []
+    for r in cell:
+        if runs and r == runs[-1][-1] + 1:
+            runs[-1].append(r)
+        else:
+            runs.append([r])
+    return ",".join(
+        f"{g[0]}–{g[-1]}" if len(g) > 2 else ",".join(map(str, g)) for g in runs
+    )
+
+
+def frame_values(cells: list[list[list[int]]], inputs: list[list[float]]) -> list:
+    """What each rank's buffer holds in a frame: element i sums inputs[r][i] over r."""
+    return [
+        [sum(inputs[r][i] for r in cell) for i, cell in enumerate(row)] for row in cells
+    ]
+
+
+def animation(
+    trace: list[Send], inputs: list[list[float]], final: list[list[float]], title: str
+) -> dict:
+    """The player's data: frame 0 is the start; frame k shows step k's messages and
+    the buffers after them. ``final``: what the run's tensors held at the end."""
+    p, numel = len(inputs), len(inputs[0])
+    states = replay(trace, p, numel)
+    steps = sorted({s.step for s in trace})
+    frames = [{"label": "start", "messages": [], "cells": states[0]}]
+    for k, step in enumerate(steps, 1):
+        sends = [s for s in trace if s.step == step]
+        phases = " + ".join(dict.fromkeys(s.phase for s in sends))
+        frames.append(
+            {
+                "label": f"step {k} of {len(steps)} · {phases}",
+                "messages": [
+                    {
+                        "src": s.src,
+                        "dst": s.dst,
+                        "start": s.start,
+                        "stop": s.stop,
+                        "bytes": s.nbytes,
+                        "action": ACTIONS[s.phase],
+                    }
+                    for s in sends
+                ],
+                "cells": states[k],
+            }
+        )
+    labels = [[label(c) for c in row] for row in states[-1]]
+    return {
+        "title": title,
+        "ranks": p,
+        "numel": numel,
+        "colors": [PALETTE[r % len(PALETTE)] for r in range(p)],
+        "inputs": inputs,
+        "final": final,
+        "final_labels": labels,
+        "frames": frames,
+    }
+
+
+def check_animation(anim: dict, expected: list[list[float]]) -> None:
+    """Raise AssertionError unless the last frame's buffers equal ``expected`` (the
+    oracle's) and the run's recorded ``final`` buffers, element for element."""
+    drawn = frame_values(anim["frames"][-1]["cells"], anim["inputs"])
+    for what, want in (("the oracle", expected), ("the run", anim["final"])):
+        bad = [
+            (r, i, got, w)
+            for r, (row, wrow) in enumerate(zip(drawn, want))
+            for i, (got, w) in enumerate(zip(row, wrow))
+            if got != w
+        ]
+        if bad or len(drawn) != len(want):
+            r, i, got, w = (bad or [(len(drawn), 0, None, None)])[0]
+            raise AssertionError(
+                f"{anim['title']}: last frame ≠ {what} ({len(bad)} elements; rank {r} "
+                f"element {i}: drawn {got}, recorded {w})"
+            )
+
+
+def record_allreduce(fn: Callable[..., None], title: str, numel: int = 0, **kw) -> dict:
+    """Run ``fn`` (an all-reduce taking ``trace=``) on small integer-valued inputs on
+    every rank; return its checked animation (on every rank)."""
+    p, rank = dist.get_world_size(), dist.get_rank()
+    numel = numel or p
+    # integer-valued float64: sums are exact, and every (rank, element) is different
+    x = torch.arange(numel, dtype=torch.float64, device=device()) * 10 + rank + 1
+    ours, oracle, trace = x.clone(), x.clone(), []
+    fn(ours, trace=trace, **kw)
+    dist.all_reduce(oracle)
+    merged = gather_trace(trace)
+    everyone: list = [None] * p
+    dist.all_gather_object(everyone, (x.tolist(), ours.tolist(), oracle.tolist()))
+    inputs, final, expected = (list(t) for t in zip(*everyone))
+    anim = animation(merged, inputs, final, title)
+    check_animation(anim, expected)
+    return anim
+
+
+def player_html(anim: dict) -> str:
+    """The figure a note includes: the animation inline as JSON (works from file://
+    too), drawn by the player; one HTML block, so no blank line."""
+    inline = json.dumps(anim, ensure_ascii=False, separators=(",", ":"))
+    inline = inline.replace("</", "<\\/")  # "</" would end the script element
+    return (
+        '<figure class="cp-player">\n'
+        f'<script type="application/json" class="cp-player__trace">{inline}</script>\n'
+        f"<figcaption>{html.escape(anim['title'])}</figcaption>\n"
+        "</figure>\n"
+    )

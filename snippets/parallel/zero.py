@@ -18,7 +18,8 @@ chunks, so its state is 1/N of the model's.
   is gathered for the whole forward and again for the backward. 3Ψ.
 
 Tied weights are one parameter (``module.parameters()`` yields them once); frozen ones
-stay replicated and untouched.
+stay replicated and untouched; one that no rank's forward uses gets no gradient and no
+step, as in one process (every rank must use the same parameters, as torch's DDP asks).
 
     python -m snippets run zero            # 3 ranks, stages 1-3, vs one process
     python -m snippets run zero -n 2 --stage 3
@@ -63,9 +64,8 @@ class ZeroOptimizer:
                 if piece.param.grad is not None:
                     piece.reduce_grad(into_param_grad=True)
         self.inner.step()  # on 1/N of the values: 1/N of the optimizer state
-        if self.stage < 3:  # stage 3 gathers at the next forward instead
-            for piece in self.pieces:
-                piece.gather()
+        for piece in self.pieces:  # stage 3 gathers at the next forward; it frees a
+            piece.gather() if self.stage < 3 else piece.free()  # piece no grad reached
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         for piece in self.pieces:

@@ -1,8 +1,9 @@
 """Our all-reduces against torch's built-in on 4 ranks, and against the α-β-γ model.
 
 A small sweep (``snippets.comm.collective_sweep``) of every algorithm, predicted twice
-from two fits made on the same ranks just before (``snippets.comm.cost_model``): a
-ping-pong between two ranks, and a ring exchange with every rank busy. Then our ring
+from two fits made on the same ranks just before (``snippets.comm.cost_model``): the
+idle fit, a ping-pong between two ranks, and the busy fit, a ring exchange with every
+rank sending at once. Then our ring
 against the built-in at one large size on 2 and on all ranks, and what our input
 handshake costs. Every ratio is ours ÷ built-in from one run, median and interquartile
 range over interleaved rounds; a "fastest" is named only where the ranges separate.
@@ -14,12 +15,12 @@ range over interleaved rounds; a "fastest" is named only where the ranges separa
 from __future__ import annotations
 
 import argparse
-import statistics
 from typing import Sequence
 
 import torch.distributed as dist
 
 from snippets.comm import allreduce, cost_model
+from snippets.comm.allreduce_claims import FITS, builtin_row, findings
 from snippets.comm.collective_sweep import HEADER, handshake_cost, ring_target, sweep
 from snippets.comm.cost_model import size_text
 from snippets.core.charts import line_chart
@@ -32,6 +33,7 @@ SPEC = Spec(
     min_world_size=2,
 )
 SHOWN = ("ring", "double_tree", "halving_doubling")  # in the sweep's chart
+FIT0 = "ping_pong"  # the idle fit: what the built-in's ring is held to
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,8 +54,8 @@ def time_row(r: dict) -> dict:
         "size": size_text(r["size_bytes"]),
         "algorithm": _label(r),
         "time (ms)": r["time_s"] * 1e3,
-        "model, ping-pong fit (ms)": r["predicted_ping_pong_s"] * 1e3,
-        "model, ring fit (ms)": r["predicted_ring_s"] * 1e3,
+        "model, idle fit (ms)": r["predicted_ping_pong_s"] * 1e3,
+        "model, busy fit (ms)": r["predicted_ring_s"] * 1e3,
     }
 
 
@@ -73,7 +75,7 @@ def gather_scatter_row(r: dict) -> dict:
         "size": size_text(r["size_bytes"]),
         "collective": r["collective"],
         "time (ms)": r["time_s"] * 1e3,
-        "model, ring fit (ms)": r["predicted_ring_s"] * 1e3,
+        "model, busy fit (ms)": r["predicted_ring_s"] * 1e3,
         "ours ÷ built-in": r["ratio"],
         "IQR": f"{r['ratio_lo']:.2f}–{r['ratio_hi']:.2f}",
     }
@@ -96,44 +98,8 @@ def best_row(records: list[dict], size: int) -> dict:
     }
 
 
-def findings(records: list[dict], machines: dict, target: list[dict]) -> str:
-    """The sentences of the note that compare measured numbers, from this run."""
-    ping, ring = machines["ping_pong"], machines["ring"]
-    lines = [
-        f"- Busy ranks against idle ones: the ring-exchange fit's α is "
-        f"{ring.alpha / ping.alpha:.2g}× the ping-pong's, its β "
-        f"{ring.beta / ping.beta:.2g}×."
-    ]
-    for fit in ("ping_pong", "ring"):
-        pred = [r[f"predicted_{fit}_s"] / r["time_s"] for r in records]
-        under = sum(x < 1 for x in pred)
-        error = statistics.median(abs(x - 1) for x in pred)
-        lines.append(
-            f"- The {fit.replace('_', '-')} fit predicts less than was measured for "
-            f"{under} of {len(pred)} points; its median error is {error:.0%}."
-        )
-    for size in (
-        min(r["size_bytes"] for r in records),
-        max(r["size_bytes"] for r in records),
-    ):
-        at = [r for r in records if r["size_bytes"] == size]
-        slower = [r["algorithm"] for r in at if r["ratio_hi"] < 1]
-        faster = [r["algorithm"] for r in at if r["ratio_lo"] > 1]
-        lines.append(
-            f"- At {size_text(size)}, {len(slower)} of {len(at)} of ours are slower "
-            f"than the built-in beyond their spread, {len(faster)} faster."
-        )
-    for row in target:
-        lines.append(
-            f"- At {row['size']} on {row['ranks']} ranks our ring's CPU per call is "
-            f"{row['CPU per call, ring ÷ built-in']:.2f}× the built-in's; its wall "
-            f"time ratio is {row['ring ÷ built-in']:.2f} (IQR {row['IQR']})."
-        )
-    return "\n".join(lines)
-
-
 def chart(records: list[dict], names: Sequence[str], title: str) -> dict:
-    """Measured time per name and its prediction from the ring fit (dashed, the same
+    """Measured time per name and its prediction from the busy fit (dashed, the same
     colour), and the built-in's time."""
     series: dict[str, list] = {}
     model_of: dict[str, str] = {}
@@ -157,7 +123,7 @@ def chart(records: list[dict], names: Sequence[str], title: str) -> dict:
         log_y=True,
         model_of=model_of,
         description=f"{title}. Each algorithm's measured median time (solid) and the "
-        "α-β-γ prediction from the ring-exchange fit (dashed, same colour).",
+        "α-β-γ prediction from the busy (ring-exchange) fit (dashed, same colour).",
     )
 
 
@@ -170,8 +136,9 @@ def main(target_mib: int = 64) -> dict:
     }
     for pattern, m in machines.items():
         print0(
-            f"{pattern:>9} fit: α = {m.alpha * 1e6:.1f} µs, β = {m.beta * 1e9:.3f} "
-            f"ns/B, γ = {m.gamma * 1e9:.3f} ns/B"
+            f"{FITS[pattern]} fit ({pattern.replace('_', '-')}): α = "
+            f"{m.alpha * 1e6:.1f} µs, β = {m.beta * 1e9:.3f} ns/B, γ = "
+            f"{m.gamma * 1e9:.3f} ns/B"
         )
     print0(HEADER)
     small, large, names = (
@@ -194,6 +161,10 @@ def main(target_mib: int = 64) -> dict:
         "sweep": [time_row(r) for r in records],
         "ratios": [ratio_row(r) for r in records],
         "best": [best_row(records, s) for s in small + large],
+        "builtin": [
+            builtin_row([r for r in records if r["size_bytes"] == s], machines[FIT0])
+            for s in small + large
+        ],
         "target": target,
         "handshake": [handshake_cost(1 << 20)],
         "gather_scatter": [gather_scatter_row(r) for r in others],

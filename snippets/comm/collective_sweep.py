@@ -135,6 +135,8 @@ def sweep(
                 "ratio_hi": paired.ratio_hi,
                 "cpu_s": paired.cpu_s,
                 "builtin_cpu_s": paired.builtin_cpu_s,
+                "times_s": list(paired.times_s),  # every round, for the spread
+                "builtin_times_s": list(paired.builtin_times_s),
                 "backend": dist.get_backend(),
             }
             for label, m in (machines or {}).items():

@@ -212,3 +212,12 @@ def ring_latency_bound_below(p: int, m: Machine) -> float:
 
 
 # --8<-- [end:crossover]
+
+
+def size_text(n: float) -> str:
+    """Bytes for a reader: '8 B', '1.5 KiB', '64 MiB'."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            digits = ".3g" if n < 1000 * scale else ".0f"
+            return f"{n / scale:{digits}} {unit}"
+    return f"{n:.3g} B"

@@ -16,6 +16,7 @@ from typing import Callable, NamedTuple, Sequence
 import torch
 import torch.distributed as dist
 
+from snippets.core.claims import Spread
 from snippets.core.measure import time_it
 from snippets.core.runtime import device
 
@@ -29,14 +30,8 @@ class Paired(NamedTuple):
     ratio_hi: float
     cpu_s: float  # CPU seconds a rank spends per call (all its threads), rank mean
     builtin_cpu_s: float
-
-
-def spread(values: Sequence[float]) -> tuple[float, float, float]:
-    """(median, first quartile, third quartile); one value is its own spread."""
-    if len(values) < 2:
-        return values[0], values[0], values[0]
-    q1, q2, q3 = statistics.quantiles(values, n=4, method="inclusive")
-    return q2, q1, q3
+    times_s: Sequence[float]  # every round's wall time of ours, in order
+    builtin_times_s: Sequence[float]
 
 
 def cpu_per_call(
@@ -74,9 +69,9 @@ def paired_times(
     half = max(1, iters // 2)
     for j in (0, 1, 1, 0):
         cpu[j] += cpu_per_call(fns[j], half, group) / 2
-    ratio = spread([theirs / mine for mine, theirs in zip(*wall)])
+    ratio = Spread.of([theirs / mine for mine, theirs in zip(*wall)])
     medians = statistics.median(wall[0]), statistics.median(wall[1])
-    return Paired(*medians, *ratio, *cpu)
+    return Paired(*medians, *ratio, *cpu, *wall)
 
 
 # --8<-- [end:paired]

@@ -24,16 +24,16 @@ from snippets.core.runtime import device
 
 
 # --8<-- [start:ping_pong]
-def ping_pong(
+def ping_pong_rounds(
     sizes: Sequence[int],
     src: int = 0,
     dst: int = 1,
     iters: int = 15,
     group: dist.ProcessGroup | None = None,
-) -> list[float]:
-    """Median seconds of half a round trip of m bytes between ranks ``src`` and
-    ``dst`` (ranks within ``group``), for each m in ``sizes``. Every rank of the group
-    calls it."""
+) -> list[list[float]]:
+    """Seconds of half a round trip of m bytes between ranks ``src`` and ``dst``
+    (ranks within ``group``), every round, for each m in ``sizes``. Every rank of the
+    group calls it."""
     if src == dst:
         raise ValueError(f"a ping-pong needs two different ranks, got {src} and {dst}")
     if iters < 1 or any(m < 1 for m in sizes):
@@ -62,8 +62,20 @@ def ping_pong(
     for _ in range(iters):
         for buf, times in zip(bufs, samples):
             t = time_it(lambda: once(buf), warmup=0, iters=1, device=dev, group=group)
-            times.append(t)
-    return [statistics.median(times) / 2 for times in samples]
+            times.append(t / 2)
+    return samples
+
+
+def ping_pong(
+    sizes: Sequence[int],
+    src: int = 0,
+    dst: int = 1,
+    iters: int = 15,
+    group: dist.ProcessGroup | None = None,
+) -> list[float]:
+    """The median over the rounds of ``ping_pong_rounds``, for each size."""
+    rounds = ping_pong_rounds(sizes, src, dst, iters, group)
+    return [statistics.median(times) for times in rounds]
 
 
 # --8<-- [end:ping_pong]

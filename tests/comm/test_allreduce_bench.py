@@ -1,5 +1,6 @@
 """Tests for snippets.comm.allreduce_bench, the snippet: its report on real ranks, the
-ranking that names a winner only where the spread separates it, and bad input."""
+ranking that names a winner only where the spread separates it, and bad input (its
+sentences: tests/comm/test_allreduce_claims.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import pytest
 
 from snippets.comm import allreduce
 from snippets.comm import allreduce_bench as ab
-from snippets.comm.cost_formulas import Machine
 from snippets.core import charts
 from snippets.core.runtime import launch
 
@@ -32,24 +32,6 @@ def test_a_winner_only_where_the_spread_separates_it():
     row = ab.best_row(close, 4096)
     assert row["fastest of ours"] == "no clear winner"
     assert row["within its spread"] == "ring, tree"
-
-
-def test_findings_are_rendered_from_the_numbers():
-    machines = {"ping_pong": Machine(1e-4, 1e-9), "ring": Machine(3e-4, 4e-9)}
-    rows = [
-        record("ring", 0.5, 0.4, 0.6) | {"predicted_ping_pong_s": 1, "time_s": 2},
-        record("tree", 2.0, 1.5, 2.5) | {"predicted_ping_pong_s": 3, "time_s": 2},
-    ]
-    for r in rows:
-        r["predicted_ring_s"] = r["time_s"]
-    text = ab.findings(rows, machines, [])
-    assert "α is 3× the ping-pong's, its β 4×" in text
-    assert "ping-pong fit predicts less than was measured for 1 of 2" in text
-    assert "ring fit predicts less than was measured for 0 of 2" in text
-    assert (
-        "1 of 2 of ours are slower than the built-in beyond their spread, 1 faster"
-        in (text)
-    )
 
 
 def test_main_reports_on_three_ranks():
@@ -75,6 +57,11 @@ def test_main_reports_on_three_ranks():
     assert [row["ranks"] for row in main["tables"]["target"]] == [2, 3]
     assert all(row["ring ÷ built-in"] > 0 for row in main["tables"]["target"])
     assert main["markdown"]["findings"].count("\n- ") >= 4
+    # the baseline's own spread, one row per size of the sweep, over every round
+    assert [row["size"] for row in main["tables"]["builtin"]] == [
+        row["size"] for row in main["tables"]["best"]
+    ]
+    assert all(len(r["builtin_times_s"]) == len(r["times_s"]) for r in reduce)
     # a narrow table: no more than six columns
     assert all(len(rows[0]) <= 6 for rows in main["tables"].values())
 

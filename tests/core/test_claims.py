@@ -1,0 +1,58 @@
+"""Tests for snippets.core.claims: the spread, the ranking rule, and a claim that fails
+the run when the data contradict it."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from snippets.core import claims as c
+
+
+@pytest.mark.parametrize(
+    "values", [[3.0], [1.0, 2.0], [5.0, 1.0, 4.0, 2.0, 3.0], [0.5, 9.0, 1.0, 1.1]]
+)
+def test_spread_is_median_and_quartiles(values):
+    s = c.Spread.of(values)
+    assert s.median == statistics.median(values)
+    assert min(values) <= s.lo <= s.median <= s.hi <= max(values)
+    if len(values) == 5:  # inclusive quartiles of 1..5, worked by hand: 2 and 4
+        assert (s.lo, s.hi) == (2.0, 4.0)
+    assert c.Spread(1.234, 1.0, 1.5).text() == "1.23 [1.00–1.50]"
+    assert c.Spread(0.002, 0.001, 0.003).text(1, 1e3) == "2.0 [1.0–3.0]"
+
+
+def test_empty_sample_is_refused():
+    with pytest.raises(ValueError):
+        c.Spread.of([])
+
+
+def test_ranked_only_where_the_iqrs_do_not_overlap():
+    quick, slow = [1.0, 1.1, 1.2, 1.3, 1.4], [2.0, 2.1, 2.2, 2.3, 2.4]
+    assert c.compare(quick, slow) == c.FASTER
+    assert c.compare(slow, quick) == c.SLOWER
+    # medians 1.2 and 1.3, but the ranges overlap: no ranking
+    wide = [0.2, 1.0, 1.3, 1.6, 3.0]
+    assert c.compare(quick, wide) == c.TIED == c.compare(wide, quick)
+    # touching is not separated: a.hi == b.lo
+    assert c.order(c.Spread(1, 0, 2), c.Spread(3, 2, 4)) == 0
+    assert c.order(c.Spread(1, 0, 1.9), c.Spread(3, 2, 4)) == -1
+
+
+def test_a_ratio_against_one():
+    assert c.verdict(c.Spread(1.5, 1.2, 1.8)) == c.FASTER  # theirs ÷ ours > 1
+    assert c.verdict(c.Spread(0.5, 0.4, 0.7)) == c.SLOWER
+    assert c.verdict(c.Spread(1.5, 0.9, 1.8)) == c.TIED
+
+
+def test_a_claim_renders_and_a_contradicting_result_fails_naming_it():
+    beats = c.Claim("{a} beats {b} at {size}", lambda r: r["ta"] < r["tb"])
+    data = {"a": "ring", "b": "tree", "size": "4 KiB", "ta": 1.0, "tb": 2.0}
+    assert c.check([beats], data) == ["ring beats tree at 4 KiB"]
+    with pytest.raises(c.ClaimFailed, match="ring beats tree at 4 KiB"):
+        c.check([beats], data | {"ta": 3.0})
+    # every false claim is named, not only the first
+    other = c.Claim("{b} is slower", lambda r: r["tb"] > r["ta"])
+    with pytest.raises(c.ClaimFailed, match="2 claim.*beats.*slower"):
+        c.check([beats, other], data | {"ta": 3.0})

@@ -23,6 +23,7 @@ SCRIPTS = [
 VIEWER_MARKER = '<figure class="cp-viewer">'
 VIEWER_SCRIPTS = [
     "assets/vendor/dagre/dagre.min.js",
+    "assets/sizing/formulas.js",  # the overlay's bytes are the calculator's
     "assets/viewer/overlay.js",
     "assets/viewer/viewer.js",
 ]
@@ -34,6 +35,7 @@ SIZING_SCRIPTS = [
     "assets/sizing/formulas.js",
     "assets/sizing/estimate.js",
     "assets/sizing/cli.js",
+    "assets/sizing/render.js",
     "assets/sizing/widget.js",
 ]
 SIZING_CSS = "assets/sizing/sizing.css"

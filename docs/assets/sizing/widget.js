@@ -1,0 +1,250 @@
+/* The sizing calculator in the page: a form whose state is an argv of
+   `python -m snippets size` (the CLI's own options, from the page data), computed by
+   cli.js + estimate.js + formulas.js (ports of the Python) and drawn by render.js.
+   An empty field is an option not given: the CLI's default (greyed in the field).
+   The query string holds the argv (`?preset=llama3-8b&dp=8&no-flash`), so a link
+   restores the configuration. window.cpSizing is for tests and the curious:
+   apply(argv) sets the form and returns what the page then shows. */
+(function () {
+  "use strict";
+  const F = window.CPSizingFormulas, R = window.CPSizingRender, el = R.el;
+  const figure = document.querySelector("figure.cp-sizing");
+  if (!figure) return;
+  const data = JSON.parse(figure.querySelector(".cp-sizing__data").textContent);
+  // the note's first command, at micro-batch 1
+  const START = ["--preset", "llama3-8b", "--dp", "8", "--zero", "3", "--recompute",
+    "selective"];
+  const MODES = { custom: "custom shape", params: "a bare parameter count" };
+  const GROUPS = [
+    ["Model", ["--preset", "--arch", "--layers", "--hidden", "--heads", "--kv-heads",
+      "--ffn", "--vocab", "--params", "--seq"]],
+    ["Batch and parallelism", ["--micro-batch", "--global-batch", "--dp", "--tp",
+      "--pp", "--vpp", "--cp", "--zero", "--sequence-parallel"]],
+    ["Memory and FLOPs", ["--recompute", "--no-flash", "--precision", "--grad-bytes",
+      "--optimizer", "--causal-halving"]],
+    ["Hardware", ["--gpu", "--gpus", "--gpus-per-node", "--intra-link",
+      "--efficiency", "--overlap"]],
+  ];
+  const LABELS = {
+    "--preset": "model", "--no-flash": "FlashAttention", "--kv-heads": "kv heads",
+    "--micro-batch": "micro-batch b", "--global-batch": "global batch B",
+    "--gpus-per-node": "GPUs a node", "--gpu": "GPU", "--gpus": "GPUs",
+    "--sequence-parallel": "sequence parallel", "--grad-bytes": "gradient bytes",
+    "--intra-link": "link in a node", "--causal-halving": "causal ÷2 (Megatron)",
+    "--params": "parameters",
+  };
+  const SLIDERS = { "--efficiency": [0.05, 1, 0.05], "--overlap": [0, 1, 0.05] };
+  const HINTS = { kv_heads: "= heads", ffn: "4 × hidden" }; // a custom shape's
+  const options = Object.fromEntries(data.options.map((o) => [o.flag, o]));
+  const key = (flag) => flag.slice(2).replaceAll("-", "_");
+  const shapeFlags = ["--arch"].concat(data.shape.map(
+    (k) => `--${k.replaceAll("_", "-")}`));
+  const controls = {};
+  let uid = 0;
+
+  // the value a control shows when its flag is not given ("" for none)
+  function shown(o) {
+    if (o.flag === "--preset") return START[1];
+    const d = o.default !== null ? o.default : data.defaults[o.dest];
+    return d === null || d === undefined || typeof d === "boolean" ? "" : String(d);
+  }
+
+  function choices(o) {
+    if (o.flag === "--preset") return Object.keys(data.models).concat(["custom",
+      "params"]);
+    if (o.flag === "--gpu") return Object.keys(data.gpus);
+    if (o.flag === "--arch") return [""].concat(o.choices);
+    return o.choices;
+  }
+
+  function control(o, box) {
+    const id = `cp-sizing-${++uid}`;
+    const field = el("div", { class: "cp-sizing__field" }, box);
+    const label = el("label", { for: id }, field, LABELS[o.flag] || o.flag.slice(2));
+    let input;
+    if (o.switch) {
+      field.classList.add("cp-sizing__field--check");
+      input = el("input", { type: "checkbox", id: id });
+      label.prepend(input);
+    } else if (o.choices || !o.type) {
+      input = el("select", { id: id }, field);
+      for (const v of choices(o)) {
+        el("option", { value: String(v) }, input, MODES[v] || String(v) || "default");
+      }
+    } else {
+      const isInt = o.type.endsWith("_int");
+      input = el("input", { type: "number", id: id,
+        inputmode: isInt ? "numeric" : "decimal", step: isInt ? "1" : "any",
+        min: o.type === "positive_int" ? "1" : "0" }, field);
+      if (SLIDERS[o.flag]) {
+        const [lo, hi, step] = SLIDERS[o.flag];
+        const slider = el("input", { type: "range", min: lo, max: hi, step: step,
+          "aria-label": `${label.textContent} (slider)` }, field);
+        // the number field is the value; the form's listener then updates
+        slider.addEventListener("input", () => { input.value = slider.value; });
+        input.addEventListener("input", () => { slider.value = input.value; });
+        input.slider = slider;
+      }
+    }
+    if (o.help) input.title = o.help;
+    input.name = o.flag.slice(2);
+    input.field = field;
+    controls[o.flag] = input;
+  }
+
+  const form = el("form", { class: "cp-sizing__form", novalidate: "" }, figure);
+  for (const [legend, flags] of GROUPS) {
+    const box = el("fieldset", {}, form);
+    el("legend", {}, box, legend);
+    for (const flag of flags) control(options[flag], box);
+  }
+  const out = el("div", { class: "cp-sizing__out" }, figure);
+  const error = el("p", { class: "cp-sizing__error", role: "alert" }, out);
+  const status = el("p", { class: "cp-sizing__status", "aria-live": "polite" }, out);
+  const results = el("div", { class: "cp-sizing__results" }, out);
+  const cmd = el("code", {}, el("pre", { class: "cp-sizing__cmd" }, out));
+  const link = el("a", { class: "cp-sizing__link", href: "#calculator" },
+    el("p", {}, out), "Link to this configuration");
+
+  function setValue(flag, value) {
+    const c = controls[flag];
+    if (c.type === "checkbox") {
+      c.checked = value;
+      return;
+    }
+    if (c.tagName === "SELECT" && ![...c.options].some((x) => x.value === value)) {
+      el("option", { value: value }, c, value); // kept, so the error can name it
+    }
+    c.value = value;
+    if (c.slider) c.slider.value = value;
+  }
+
+  function reset() {
+    for (const o of data.options) {
+      setValue(o.flag, o.flag === "--no-flash" ? true : o.switch ? false : shown(o));
+    }
+  }
+
+  const mode = () => controls["--preset"].value;
+
+  function argv() {
+    const found = [], m = mode();
+    for (const o of data.options) {
+      const c = controls[o.flag];
+      if (o.flag === "--preset") {
+        if (!(m in MODES)) found.push("--preset", m);
+      } else if (o.flag === "--no-flash") {
+        if (!c.checked) found.push(o.flag);
+      } else if (o.switch) {
+        if (c.checked) found.push(o.flag);
+      } else if (o.flag === "--params" ? m === "params"
+        : !shapeFlags.includes(o.flag) || m !== "params") {
+        if (c.value !== "" && c.value !== shown(o)) found.push(o.flag, c.value);
+      }
+    }
+    return found;
+  }
+
+  function apply(list) {
+    reset();
+    let m = "custom";
+    for (let i = 0; i < list.length; i++) {
+      const o = options[list[i]];
+      if (!o) continue;
+      if (o.switch) {
+        setValue(o.flag, o.flag !== "--no-flash");
+        continue;
+      }
+      const value = String(list[++i] ?? "");
+      if (o.flag === "--preset") m = value;
+      else setValue(o.flag, value);
+      if (o.flag === "--params") m = "params";
+    }
+    setValue("--preset", m);
+    return update(false);
+  }
+
+  function query(list) {
+    const parts = [];
+    for (let i = 0; i < list.length; i++) {
+      const name = encodeURIComponent(list[i].slice(2));
+      parts.push(options[list[i]].switch ? name
+        : `${name}=${encodeURIComponent(list[++i])}`);
+    }
+    return parts.join("&");
+  }
+  const quote = (s) => (/^[\w.,:+=@%/-]+$/.test(s) ? s
+    : `'${s.replace(/'/g, "'\\''")}'`);
+
+  function placeholders(r) {
+    const m = mode(), preset = data.models[m], c = r && r.inputs;
+    for (const flag of shapeFlags) {
+      const hint = HINTS[key(flag)] || "required";
+      if (flag !== "--arch") {
+        controls[flag].placeholder = preset ? String(preset[key(flag)]) : hint;
+      }
+      controls[flag].field.hidden = m === "params";
+    }
+    controls["--params"].field.hidden = m !== "params";
+    controls["--seq"].placeholder = preset ? String(preset.seq) : "required";
+    controls["--global-batch"].placeholder = c ? String(c.global_batch) : "b × dp";
+    controls["--gpus"].placeholder = c ? String(c.gpus) : "dp·tp·pp·cp";
+    const precision = data.precisions[controls["--precision"].value];
+    controls["--grad-bytes"].placeholder = precision ? String(precision.grad) : "";
+  }
+
+  let last = { argv: [], result: null, error: null, query: "" };
+  function update(byReader) {
+    const list = argv();
+    let result = null, line = null;
+    try {
+      result = F.size(data, list);
+    } catch (e) {
+      line = F.error_line(e);
+    }
+    placeholders(result);
+    error.textContent = line || "";
+    error.hidden = line === null;
+    figure.classList.toggle("cp-sizing--invalid", line !== null);
+    if (result) R.render(results, result, data.palette);
+    status.textContent = result ? R.summary(result) : "";
+    const q = query(list);
+    cmd.textContent = ["python -m snippets size"].concat(list.map(quote)).join(" ");
+    link.href = `?${q}#calculator`;
+    if (byReader) {
+      history.replaceState(null, "", `${location.pathname}?${q}${location.hash}`);
+    }
+    last = { argv: list, result: result, error: line, query: q };
+    return last;
+  }
+
+  let lastMode = null;
+  form.addEventListener("input", (event) => {
+    if (event.target === controls["--preset"]) { // a new model: from its shape on
+      const was = data.models[lastMode], m = mode();
+      for (const flag of shapeFlags) {
+        controls[flag].value = m === "custom" && was ? String(was[key(flag)]) : "";
+      }
+      if (m === "params" && last.result) {
+        controls["--params"].value = String(last.result.params);
+      }
+      if (m in MODES && was && controls["--seq"].value === "") {
+        controls["--seq"].value = String(was.seq); // only a preset knows it
+      } else if (!(m in MODES) && lastMode in MODES) {
+        controls["--seq"].value = ""; // back to a preset: its own context
+      }
+    }
+    lastMode = mode();
+    update(true);
+  });
+  form.addEventListener("submit", (event) => event.preventDefault());
+
+  const fromUrl = [];
+  for (const [name, value] of new URLSearchParams(location.search)) {
+    const o = options[`--${name}`];
+    if (o) fromUrl.push(o.flag, ...(o.switch ? [] : [value]));
+  }
+  apply(fromUrl.length ? fromUrl : START);
+  lastMode = mode();
+  window.cpSizing = { apply: apply, argv: argv, last: () => last, data: data };
+})();

@@ -1,0 +1,103 @@
+"""What the sizing note's calculator runs on, written from Python, never retyped.
+
+The page's widget (``docs/assets/sizing/``) ports the formula modules function by
+function (``formulas.js``: same names, same arguments, same order of operations) and
+takes everything else from here: the model and GPU presets, the bytes of each
+precision and optimizer, :data:`~snippets.sizing.estimate.DEFAULTS`, the options of
+``python -m snippets size`` (flag, type, choices, default, help), so the page reads a
+configuration as the CLI does and says the same one line when it cannot, and the
+chart palette. :func:`widget_html` puts it in a ``<figure class="cp-sizing">`` that
+the note includes from ``results/``; ``hooks/charts.py`` gives that page the widget's
+scripts and stylesheet.
+
+    python -m snippets run sizing_widget
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import re
+
+from snippets.core.chart_style import PALETTE
+from snippets.core.cli import main_entry
+from snippets.core.runtime import Spec, print0
+from snippets.sizing import estimate, memory, presets, size_cli
+
+SPEC = Spec(summary="the sizing calculator's page data: presets, defaults, options")
+LEFT_OUT = ("help", "list", "json")  # what a page has no use for
+DATA = re.compile(r'<script type="application/json" class="cp-sizing__data">(.*?)</')
+
+
+def options() -> list[dict]:
+    """The CLI's options in its own order: how the page parses and checks a value."""
+    found = []
+    for action in size_cli.parser()._actions:
+        if action.dest in LEFT_OUT:
+            continue
+        flag = isinstance(action, argparse._StoreTrueAction)
+        found.append(
+            {
+                "flag": action.option_strings[0],
+                "dest": action.dest,
+                "switch": flag,  # takes no value
+                "type": getattr(action.type, "__name__", None),
+                "choices": None if action.choices is None else list(action.choices),
+                "default": None if flag else action.default,
+                "help": action.help or "",
+            }
+        )
+    return found
+
+
+def widget_data() -> dict:
+    return {
+        "models": presets.MODELS,
+        "gpus": presets.GPUS,
+        "precisions": memory.PRECISIONS,
+        "optimizer_state": memory.OPTIMIZER_STATE,
+        "activation_bytes": memory.ACTIVATION_BYTES,
+        "defaults": estimate.DEFAULTS,
+        "shape": list(size_cli.SHAPE),
+        "options": options(),
+        "palette": PALETTE,
+    }
+
+
+def widget_html(data: dict) -> str:
+    """The figure the widget fills; no blank line, which would end the HTML block."""
+    # "</" would end the script element early; JSON allows the escaped "<\/".
+    inline = json.dumps(data, ensure_ascii=False).replace("</", "<\\/")
+    note = html.escape(
+        "The calculator needs JavaScript; the CLI gives the same numbers."
+    )
+    return (
+        '<figure class="cp-sizing" id="calculator">\n'
+        f'<script type="application/json" class="cp-sizing__data">{inline}</script>\n'
+        f"<noscript><p>{note}</p></noscript>\n"
+        "</figure>\n"
+    )
+
+
+def read_back(text: str) -> dict:
+    """The data a page holding :func:`widget_html` gives its script."""
+    found = DATA.search(text)
+    if found is None:
+        raise ValueError("no cp-sizing__data script in the text")
+    return json.loads(found.group(1).replace("<\\/", "</"))
+
+
+def main() -> dict:
+    data = widget_data()
+    text = widget_html(data)
+    assert read_back(text) == json.loads(json.dumps(data)), "the page data changed"
+    print0(
+        f"page data: {len(data['models'])} models, {len(data['gpus'])} GPUs, "
+        f"{len(data['options'])} CLI options, {len(text):,} bytes"
+    )
+    return {"markdown": {"widget": text}}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main_entry(main, SPEC))

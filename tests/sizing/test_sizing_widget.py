@@ -1,0 +1,53 @@
+"""The sizing calculator's page data: the presets, byte tables and defaults exactly as
+Python holds them, in a figure the page reads back (a "</" inside cannot end the
+script early), and an option table that says what the CLI's parser does. The page
+itself is held to the CLI in tests/site/test_sizing_browser.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from snippets.core import cli
+from snippets.sizing import estimate, memory, presets, size_cli, sizing_widget
+
+
+def test_main_embeds_the_python_presets() -> None:
+    text = sizing_widget.main()["markdown"]["widget"]
+    data = sizing_widget.read_back(text)
+    assert data["models"] == presets.MODELS and data["gpus"] == presets.GPUS
+    assert data["defaults"] == estimate.DEFAULTS
+    assert data["precisions"] == memory.PRECISIONS
+    assert data["optimizer_state"] == memory.OPTIMIZER_STATE
+    assert data["activation_bytes"] == memory.ACTIVATION_BYTES
+    assert data["shape"] == list(size_cli.SHAPE)
+    assert text.startswith('<figure class="cp-sizing"') and "\n\n" not in text
+
+
+def test_a_closing_tag_in_the_data_survives() -> None:
+    data = {"help": "ends </script> here", "n": [1, 2.5, None, True]}
+    text = sizing_widget.widget_html(data)
+    assert text.count("</script>") == 1
+    assert sizing_widget.read_back(text) == data
+    with pytest.raises(ValueError):
+        sizing_widget.read_back("<p>no widget</p>")
+
+
+def test_the_option_table_is_what_the_parser_does() -> None:
+    table = sizing_widget.options()
+    parser = size_cli.parser()
+    assert {o["dest"] for o in table} | set(sizing_widget.LEFT_OUT) == {
+        a.dest for a in parser._actions
+    }
+    for o in table:
+        if o["switch"]:
+            assert vars(parser.parse_args([o["flag"]]))[o["dest"]] is True, o
+            assert vars(parser.parse_args([]))[o["dest"]] is False, o
+            continue
+        text = str(o["choices"][-1]) if o["choices"] else "3"
+        got = vars(parser.parse_args([o["flag"], text]))[o["dest"]]
+        want = getattr(cli, o["type"])(text) if o["type"] else text
+        assert got == want and type(got) is type(want), o
+        assert vars(parser.parse_args([]))[o["dest"]] == o["default"], o
+        if o["type"]:  # the page refuses what the parser refuses
+            with pytest.raises(SystemExit):
+                parser.parse_args([o["flag"], "-1"])

@@ -32,7 +32,6 @@ from snippets.core.cli import (
 )
 from snippets.core.run_all import DEFAULT_RESULTS, check_writable, run_all
 from snippets.core.runtime import (
-    UsageError,
     choose_backend,
     describe_device,
     run,
@@ -46,7 +45,7 @@ def cmd_list(_opts: argparse.Namespace) -> int:
         notes = ", ".join(str(p) for p in registry.notes_embedding(name)) or "-"
         spec = entry.spec
         rows.append((name, str(spec.world_size), spec.needs, notes, spec.summary))
-    for bench in registry.benches_by_name():
+    for bench in registry.bench_modules():
         how = f"python -m snippets bench {bench} --help"
         rows.append((f"bench {bench}", "-", "cpu", "-", how))
     header = ("snippet", "ranks", "needs", "note", "what it shows")
@@ -83,11 +82,7 @@ def cmd_run(opts: argparse.Namespace) -> int:
 
 
 def cmd_bench(opts: argparse.Namespace) -> int:
-    benches = registry.benches_by_name()
-    if opts.name not in benches:
-        names = ", ".join(sorted(benches)) or "none"
-        raise UsageError(f"unknown benchmark {opts.name!r}: choose one of {names}")
-    return benches[opts.name].bench(opts.args)
+    return registry.bench(opts.name).bench(opts.args)
 
 
 def cmd_size(opts: argparse.Namespace) -> int:

@@ -110,13 +110,45 @@ def snippet(name: str) -> Entry:
     return found[name]
 
 
+def _bench_name(path: Path) -> str | None:
+    """The module's ``BENCH = "<name>"``, read from its syntax tree (not imported)."""
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if (
+            isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "BENCH" for t in node.targets)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+        ):
+            return node.value.value
+    return None
+
+
+@cache
+def bench_modules() -> dict[str, str]:
+    """Benchmark name → dotted module, found without importing any of them."""
+    found = {}
+    for dotted in module_names():
+        name = _bench_name(module_path(dotted))
+        if name is not None:
+            found[name] = dotted
+    return found
+
+
+def bench(name: str) -> ModuleType:
+    """The benchmark called ``name`` (only its module is imported), or one line."""
+    benches = bench_modules()
+    if name not in benches:
+        names = ", ".join(sorted(benches)) or "none"
+        raise UsageError(f"unknown benchmark {name!r}: choose one of {names}")
+    module = importlib.import_module(benches[name])
+    if not callable(getattr(module, "bench", None)):
+        raise RuntimeError(f"{benches[name]} sets BENCH but has no bench(argv)")
+    return module
+
+
 def benches_by_name() -> dict[str, ModuleType]:
-    return {
-        m.BENCH: m
-        for m in _modules()
-        if isinstance(getattr(m, "BENCH", None), str)
-        and callable(getattr(m, "bench", None))
-    }
+    """Every benchmark, imported (for checks over all of them)."""
+    return {name: bench(name) for name in bench_modules()}
 
 
 def module_path(dotted: str) -> Path:

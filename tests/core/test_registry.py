@@ -5,6 +5,7 @@ a change to a building block reruns exactly the snippets built on it."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import subprocess
 import sys
@@ -176,3 +177,17 @@ def test_the_real_tree_has_unique_leaves_and_no_cli() -> None:
     leaves = [n.rsplit(".", 1)[1] for n in names]
     assert len(leaves) == len(set(leaves)) and "__main__" not in leaves
     assert "snippets.core.runtime" in names
+
+
+def test_benchmarks_are_found_without_importing_them() -> None:
+    found = registry.bench_modules()
+    assert {"allreduce", "attention", "ddp"} <= set(found)
+    for name, dotted in found.items():  # what reading the file said = the module
+        module = importlib.import_module(dotted)
+        assert module.BENCH == name and callable(module.bench)
+    every = [
+        importlib.import_module(m) for m in registry.module_names()
+    ]  # and none that sets BENCH is missed
+    assert {
+        m.BENCH for m in every if isinstance(getattr(m, "BENCH", None), str)
+    } == set(found)

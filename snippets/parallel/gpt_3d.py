@@ -1,0 +1,228 @@
+"""The tiny GPT trained on a dp × pp × cp × tp mesh of ranks, checked against one
+process that trains the same seed on the same global batches.
+
+Every rank builds its part (``gpt_3d_model``): tensor parallel within ``tp_group``,
+ring attention within ``cp_group``, its pipeline stages' blocks; its rows of the
+batch and its shard of each sequence. A step is
+
+1. the pipeline schedule over ``pp_group``, run by ``pipeline_executor.execute``: m
+   micro-batches, each loss Σ CE ÷ (the replica's tokens), so the m parts add up to
+   the replica's mean; the executor sums the tied embedding's two gradients;
+2. the gradients averaged over ``dp_cp_group``: one all-reduce (SUM, then ÷) per
+   parameter after the schedule, not torch-style DDP hooks. The executor calls
+   backward once per micro-batch and the hooks would reduce after each; and a
+   pipeline stage holds only some parameters, which DDP takes for unused ones;
+3. an optimizer step (Adam, or SGD).
+
+The oracle is the dense GPT in one process on the whole batch, run on every rank
+beside the parallel one. Each step compares the loss (relative), every gradient this
+rank holds with the dense gradient's block (max |Δ| over the largest |gradient|), and
+at the end every parameter the same way. Tolerance: 1e-10 in fp64, 1e-5 in fp32. A
+run that misses it prints its numbers and exits 1.
+
+    python -m snippets run gpt_3d                      # 4 ranks: dp 1 × pp 2 × tp 2
+    python -m snippets run gpt_3d -n 8 --dp 2 --tp 2 --pp 2 --schedule interleaved
+    torchrun --nproc-per-node 8 -m snippets run gpt_3d --dp 2 --tp 2 --pp 2 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import torch
+import torch.distributed as dist
+
+from snippets.core.cli import main_entry, positive_int
+from snippets.core.runtime import Spec, UsageError, device, print0
+from snippets.models.tiny_gpt import GPT, GPTConfig
+from snippets.parallel.gpt_3d_model import average_gradients, rank_batch, rank_model
+from snippets.parallel.mesh import Mesh
+from snippets.parallel.pipeline_executor import execute
+from snippets.parallel.pipeline_schedules import NAMES, check_arguments
+from snippets.parallel.tp_gpt import max_difference
+from snippets.parallel.zero_training import batches
+
+SPEC = Spec(summary="the tiny GPT on a dp×pp×cp×tp mesh = one process", world_size=4)
+# V=64, N=16, L=4, H=4, d=128: t ≤ 4, p·v ≤ 4, cp ≤ 8; heads of 32 for ring attention.
+# No biases: a key bias gets no gradient (softmax ignores it), and Adam's g/(|g|+ε)
+# would turn two runs' rounding noise there into 1e-10 apart. lr 3e-3 keeps the
+# trajectory smooth: at 1e-2 the loss jumps and the rounding differences grow.
+CFG = GPTConfig(n_layer=4, n_head=4, n_embd=128, bias=False)
+DTYPES = {"float64": torch.float64, "float32": torch.float32}
+TOLERANCE = {torch.float64: 1e-10, torch.float32: 1e-5}
+OPTIMIZERS = {
+    "adam": (torch.optim.Adam, {"lr": 3e-3}),
+    "sgd": (torch.optim.SGD, {"lr": 0.5}),
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    for axis, default in (("dp", "the rest"), ("pp", 2), ("cp", 1), ("tp", 2)):
+        parser.add_argument(
+            f"--{axis}", type=positive_int, default=None if axis == "dp" else default,
+            help=f"{axis} size (default {default})",
+        )  # fmt: skip
+    parser.add_argument("--schedule", choices=NAMES, default="1f1b")
+    parser.add_argument(
+        "--chunks", type=positive_int, default=None, help="v (2 for interleaved)"
+    )
+    parser.add_argument("--microbatches", type=positive_int, default=2, help="m")
+    parser.add_argument("--batch", type=positive_int, default=8, help="global rows")
+    parser.add_argument("--steps", type=positive_int, default=3)
+    parser.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default="adam")
+    parser.add_argument("--dtype", choices=tuple(DTYPES), default="float64")
+    parser.add_argument("--json", dest="as_json", action="store_true")
+
+
+# --8<-- [start:check]
+def check_shape(world, dp, pp, cp, tp, cfg, batch, m, v, schedule) -> int:
+    """One UsageError line for each way a request can be wrong; returns dp."""
+    if dp is None:  # the ranks left over
+        if world % (pp * cp * tp):
+            raise UsageError(
+                f"{world} ranks are not a multiple of pp·cp·tp = {pp * cp * tp}; "
+                "choose sizes whose product is the world size"
+            )
+        dp = world // (pp * cp * tp)
+    if dp * pp * cp * tp != world:
+        raise UsageError(
+            f"dp·pp·cp·tp = {dp}·{pp}·{cp}·{tp} = {dp * pp * cp * tp} but the world "
+            f"has {world} ranks; make the product equal it"
+        )
+    for what, n in (("n_head", cfg.n_head), ("vocab_size", cfg.vocab_size)):
+        if n % tp:
+            raise UsageError(f"{what}={n} is not divisible by --tp {tp}")
+    if cfg.n_layer % (pp * v):
+        raise UsageError(
+            f"{cfg.n_layer} layers do not split into pp·v = {pp}·{v} equal stages"
+        )
+    if batch % (dp * m):
+        raise UsageError(
+            f"--batch {batch} is not divisible by dp·m = {dp}·{m}: every replica "
+            "needs m equal micro-batches"
+        )
+    if cfg.block_size % (2 * cp):
+        raise UsageError(
+            f"sequences of {cfg.block_size} tokens do not cut into 2·cp = {2 * cp} "
+            "zig-zag chunks; choose a cp that divides half of it"
+        )
+    check_arguments(schedule, pp, m, v)
+    return dp
+
+
+# --8<-- [end:check]
+
+
+def mean_loss(run_loss: torch.Tensor | None, mesh: Mesh, dtype) -> float:
+    """The last stage's ranks hold their replica's mean loss (the tp ranks the same
+    one); their mean is the global batch's."""
+    mine = torch.zeros((), dtype=dtype, device=device())
+    mine = mine if run_loss is None else run_loss.detach()
+    dist.all_reduce(mine)  # SUM over the world; only last-stage ranks add
+    return mine.item() / (mesh.dp * mesh.cp * mesh.tp)
+
+
+def worst(model, dense, mesh: Mesh, grads: bool) -> float:
+    """max |Δ| over every tensor on every rank, over the largest dense |value|."""
+    d = max_difference(model, dense, mesh.tp_group, grads=grads)
+    d = torch.tensor(d, dtype=torch.float64, device=device())
+    dist.all_reduce(d, op=dist.ReduceOp.MAX)  # every rank sees the verdict
+    scale = max((q.grad if grads else q).abs().max().item() for q in dense.parameters())
+    return d.item() / scale
+
+
+# --8<-- [start:train]
+def train(mesh: Mesh, schedule: str, m: int, v: int, data: list, dtype, opt: str):
+    """The 3D run and the single process, step by step; rows of numbers per step."""
+    dev = device()  # the CPU on gloo, this rank's GPU on NCCL
+    model, dense = rank_model(CFG, mesh, v, dtype, device=dev), GPT(CFG).to(dev, dtype)
+    make, kwargs = OPTIMIZERS[opt]
+    opts = [make(x.parameters(), **kwargs) for x in (model, dense)]
+    rows = []
+    for step, pair in enumerate(data):
+        idx, targets = pair.to(dev)  # (dp·b, N) each
+        for o in opts:
+            o.zero_grad()
+        mine = rank_batch(idx, targets, mesh)  # (b, N/cp) each
+        run = execute(model, schedule, *mine, m, v, group=mesh.pp_group)
+        average_gradients(model, mesh)
+        loss = mean_loss(run.loss, mesh, dtype)
+        reference = dense(idx, targets)[1]  # one process, the whole batch
+        reference.backward()
+        rows.append({
+            "step": step, "loss": loss, "reference_loss": reference.item(),
+            "d_loss": abs(loss - reference.item()) / abs(reference.item()),
+            "d_grads": worst(model, dense, mesh, grads=True),
+        })  # fmt: skip
+        for o in opts:
+            o.step()
+    return rows, worst(model, dense, mesh, grads=False)
+
+
+# --8<-- [end:train]
+
+
+def failures(rows: list[dict], d_params: float, tolerance: float) -> list[str]:
+    """What missed the tolerance, one phrase each; empty when all is within it."""
+    bad = [
+        f"step {r['step']} {k} {r[k]:.1e}"
+        for r in rows
+        for k in ("d_loss", "d_grads")
+        if not r[k] <= tolerance  # NaN fails too
+    ]
+    return bad + ([f"parameters {d_params:.1e}"] if not d_params <= tolerance else [])
+
+
+def show(rows, d_params, tol, mesh: Mesh, what: str) -> None:
+    print0(what)
+    print0(f"mesh dp={mesh.dp} pp={mesh.pp} cp={mesh.cp} tp={mesh.tp}, "
+           f"{mesh.world_size} ranks; Δ: |Δ loss|/loss, max|Δ|/max|value|")  # fmt: skip
+    print0(f"{'step':>4}  {'loss, 3D':>18}  {'loss, one process':>18}"
+           f"  {'Δ loss':>8}  {'Δ grads':>8}")  # fmt: skip
+    for r in rows:
+        print0(f"{r['step']:>4}  {r['loss']:>18.12f}  {r['reference_loss']:>18.12f}"
+               f"  {r['d_loss']:>8.1e}  {r['d_grads']:>8.1e}")  # fmt: skip
+    ok = "✓" if not failures(rows, d_params, tol) else "✗"
+    print0(
+        f"parameters after {len(rows)} steps: Δ {d_params:.1e}; tolerance {tol:g} {ok}"
+    )
+
+
+def main(
+    dp: int | None = None, pp: int = 2, cp: int = 1, tp: int = 2,
+    schedule: str = "1f1b", chunks: int | None = None, microbatches: int = 2,
+    batch: int = 8, steps: int = 3, optimizer: str = "adam",
+    dtype: str = "float64", as_json: bool = False,
+) -> dict:  # fmt: skip
+    v = chunks or (2 if schedule == "interleaved" else 1)
+    m, world = microbatches, dist.get_world_size()
+    dp = check_shape(world, dp, pp, cp, tp, CFG, batch, m, v, schedule)
+    mesh, torch_dtype = Mesh(dp, pp, cp, tp), DTYPES[dtype]
+    data = batches(CFG, 1, batch) * steps  # one batch, learnt: the loss must fall
+    rows, d_params = train(mesh, schedule, m, v, data, torch_dtype, optimizer)
+    tol = TOLERANCE[torch_dtype]
+    sizes = {"dp": dp, "pp": pp, "cp": cp, "tp": tp, "world_size": world}
+    plan = {"schedule": schedule, "microbatches": m, "chunks": v}
+    record = {
+        "losses": [r["loss"] for r in rows],
+        "reference_losses": [r["reference_loss"] for r in rows],
+        "mesh": sizes, **plan, "dtype": dtype, "optimizer": optimizer,
+        "tolerance": tol, "max_param_difference": d_params,
+    }  # fmt: skip
+    if as_json:
+        print0(json.dumps({**record, "steps": rows}, indent=1))
+    else:
+        c = CFG
+        show(rows, d_params, tol, mesh, f"tiny GPT L={c.n_layer} H={c.n_head} "
+             f"d={c.n_embd} V={c.vocab_size}, batch {batch}×{c.block_size}, "
+             f"{dtype} {optimizer}, {schedule} m={m} v={v}")  # fmt: skip
+    bad = failures(rows, d_params, tol)
+    if bad:  # every rank has the same numbers: all fail together
+        raise AssertionError(f"3D run ≠ one process beyond {tol:g}: {', '.join(bad)}")
+    provenance = {"backend": dist.get_backend(), "world_size": world}
+    return {**record, "tables": {"steps": rows}, "provenance": provenance}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main_entry(main, SPEC))

@@ -1,0 +1,133 @@
+"""The 3D GPT at four ranks, one launch for four mesh shapes (dp2×pp2 zero-bubble,
+pp2×tp2 interleaved, dp2×tp2 fp32 SGD, pp2×cp2): each run's losses equal a single
+process trained here, in the test, on the same batches; the snippet's own check
+fails when the data-parallel average is left out; bad shapes are one UsageError
+line, exit 2; a run outside the tolerance raises (exit 1)."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import io
+import json
+
+import pytest
+import torch
+
+from snippets.__main__ import main as cli
+from snippets.core.runtime import UsageError, launch
+from snippets.models.tiny_gpt import GPT, GPTConfig
+from snippets.parallel import gpt_3d
+from snippets.parallel.mesh import Mesh
+from snippets.parallel.zero_training import batches
+
+SHAPES = [
+    {"dp": 2, "pp": 2, "tp": 1, "schedule": "zb-h1"},
+    {"dp": 1, "pp": 2, "tp": 2, "schedule": "interleaved"},  # v = 2
+    {"dp": 2, "pp": 1, "tp": 2, "optimizer": "sgd", "dtype": "float32"},
+    {"dp": 1, "pp": 2, "cp": 2, "tp": 1},
+]
+STEPS = 2
+
+
+def runs() -> dict:
+    out = {"runs": []}
+    for kw in SHAPES[:-1]:
+        out["runs"].append(gpt_3d.main(steps=STEPS, **kw))
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):  # --json: rank 0 prints one object
+        out["runs"].append(gpt_3d.main(steps=STEPS, as_json=True, **SHAPES[-1]))
+    out["json"] = text.getvalue()
+    gpt_3d.average_gradients = lambda model, mesh: None  # the mistake, on purpose
+    data = batches(gpt_3d.CFG, 1, 8)
+    rows, d_params = gpt_3d.train(
+        Mesh(2, 1, 1, 2), "1f1b", 2, 1, data, torch.float64, "sgd"
+    )
+    out["no_average"] = gpt_3d.failures(rows, d_params, 1e-10)
+    return out
+
+
+@pytest.fixture(scope="module")
+def result() -> dict:
+    return launch(runs, 4, "gloo", timeout_s=120)[0]
+
+
+@functools.cache
+def one_process(optimizer: str, dtype: torch.dtype) -> list[float]:
+    """The oracle, here: the dense GPT on the whole batch, torch's optimizer."""
+    model = GPT(gpt_3d.CFG).to(dtype)
+    make, kwargs = gpt_3d.OPTIMIZERS[optimizer]
+    opt = make(model.parameters(), **kwargs)
+    losses = []
+    for idx, targets in batches(gpt_3d.CFG, 1, 8) * STEPS:
+        opt.zero_grad()
+        loss = model(idx, targets)[1]
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def test_every_shape_trains_like_one_process(result) -> None:
+    for kw, run in zip(SHAPES, result["runs"]):
+        dtype = gpt_3d.DTYPES[kw.get("dtype", "float64")]
+        tol = {torch.float64: 1e-10, torch.float32: 1e-5}[dtype]
+        oracle = one_process(kw.get("optimizer", "adam"), dtype)
+        torch.testing.assert_close(run["losses"], oracle, rtol=tol, atol=0)
+        torch.testing.assert_close(run["reference_losses"], oracle, rtol=tol, atol=0)
+        assert run["losses"][-1] < run["losses"][0]  # the steps trained it
+        assert all(r["d_grads"] <= tol for r in run["tables"]["steps"])
+        assert run["max_param_difference"] <= tol
+        sizes = {"dp": 1, "pp": 2, "cp": 1, "tp": 2, **kw}
+        assert run["mesh"] == {k: sizes[k] for k in ("dp", "pp", "cp", "tp")} | {
+            "world_size": 4
+        }
+    assert result["runs"][1]["chunks"] == 2
+
+
+def test_json_is_one_object_with_the_losses(result) -> None:
+    record = json.loads(result["json"])
+    assert record["losses"] == result["runs"][-1]["losses"]
+    assert len(record["reference_losses"]) == STEPS
+    assert record["mesh"]["cp"] == 2
+
+
+def test_the_check_catches_a_missing_data_parallel_average(result) -> None:
+    assert any("d_grads" in f for f in result["no_average"]), result["no_average"]
+
+
+CFG = GPTConfig(n_layer=4, n_head=4)
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        ((8, 3, 2, 1, 2, CFG, 8, 2, 1, "1f1b"), "= 12 but the world has 8"),
+        ((8, None, 3, 1, 2, CFG, 8, 2, 1, "1f1b"), "not a multiple of pp·cp·tp"),
+        ((6, 1, 1, 2, 3, CFG, 8, 2, 1, "1f1b"), "n_head=4 is not divisible"),
+        ((3, 1, 3, 1, 1, CFG, 8, 2, 1, "1f1b"), "4 layers do not split"),
+        ((4, 1, 2, 1, 2, CFG, 8, 2, 4, "interleaved"), "pp·v = 2·4"),
+        ((4, 2, 2, 1, 1, CFG, 6, 2, 1, "1f1b"), "--batch 6 is not divisible"),
+        ((4, 1, 1, 4, 1, GPTConfig(block_size=12), 8, 2, 1, "1f1b"), "2·cp = 8"),
+        ((4, 1, 2, 1, 2, CFG, 6, 3, 2, "interleaved"), "m=3 must be a multiple"),
+    ],
+)
+def test_bad_shapes_are_usage_errors(args, words) -> None:
+    with pytest.raises(UsageError, match=words):
+        gpt_3d.check_shape(*args)
+    assert gpt_3d.check_shape(8, None, 2, 1, 2, CFG, 8, 2, 1, "1f1b") == 2
+
+
+def test_bad_input_is_one_line_and_exit_2(capsys) -> None:
+    assert cli(["run", "gpt_3d", "-n", "1", "--tp", "3"]) == 2  # in this process
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not a multiple" in err, err
+    with pytest.raises(SystemExit) as parsed:  # refused by the parser itself
+        cli(["run", "gpt_3d", "--schedule", "2f2b"])
+    assert parsed.value.code == 2 and "invalid choice" in capsys.readouterr().err
+
+
+def test_a_run_beyond_the_tolerance_fails(monkeypatch) -> None:
+    monkeypatch.setitem(gpt_3d.TOLERANCE, torch.float64, -1.0)  # nothing can pass
+    with pytest.raises(AssertionError, match="3D run ≠ one process"):
+        launch(gpt_3d.main, 1, "gloo", 60, args=(1, 1, 1, 1, "1f1b", None, 1, 2, 1))

@@ -11,6 +11,7 @@ of graph code on failure; that goes to /dev/null, since the one line says it.
 from __future__ import annotations
 
 import contextlib
+import inspect
 import io
 import logging
 import os
@@ -44,7 +45,11 @@ def capture_export(model: torch.nn.Module, args: tuple) -> tuple:
 
 
 def capture_fx(model: torch.nn.Module, args: tuple) -> tuple:
-    gm = torch.fx.symbolic_trace(model)
+    """torch.fx; arguments the example leaves out keep their defaults (the GPT's
+    ``targets=None``: traced as a proxy, it would trace the loss branch)."""
+    params = list(inspect.signature(model.forward).parameters.values())[len(args) :]
+    fixed = {p.name: p.default for p in params if p.default is not p.empty}
+    gm = torch.fx.symbolic_trace(model, concrete_args=fixed or None)
     inputs = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
     return gm, list(args), inputs
 

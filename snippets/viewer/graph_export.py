@@ -15,8 +15,10 @@ it produced and the FLOPs it cost. What it returns is plain JSON::
 
 ``modules`` is ``named_modules()`` in its order (the root has id ``""``); ``params``
 and ``bytes`` count each parameter once, under the module that registers it first, and
-sum up the tree, so the root holds ``sum(p.numel())`` even with tied weights. Parameter
-and buffer placeholders are not operations: they live in their module's ``tensors``.
+sum up the tree, so the root holds ``sum(p.numel())`` even with tied weights; a
+module's ``tied`` lists those it uses but does not own (a pipeline stage may need its
+own copy). Parameter and buffer placeholders are not operations: they live in their
+module's ``tensors``.
 
 A model neither tracer can capture is a ``UsageError``: one line naming the line of the
 model that failed and what each tracer said.
@@ -116,6 +118,30 @@ def param_table(model: torch.nn.Module) -> dict[str, list[dict]]:
     return table
 
 
+def tied_table(model: torch.nn.Module) -> dict[str, list[dict]]:
+    """Module id → the parameters it uses but another module registered first (the
+    GPT's head reuses the token embedding): ``owner`` names that module."""
+    first: dict[int, str] = {}
+    table: dict[str, list[dict]] = {name: [] for name, _ in model.named_modules()}
+    for full, t in model.named_parameters(remove_duplicate=False):
+        if id(t) not in first:
+            first[id(t)] = full
+            continue
+        owner, _, leaf = full.rpartition(".")
+        table[owner].append(
+            {
+                "name": leaf,
+                "kind": "parameter",
+                "owner": first[id(t)].rpartition(".")[0],
+                "shape": list(t.shape),
+                "dtype": str(t.dtype).removeprefix("torch."),
+                "numel": t.numel(),
+                "bytes": t.numel() * t.element_size(),
+            }
+        )
+    return table
+
+
 def export_graph(
     model: torch.nn.Module, args: tuple, method: str = "auto"
 ) -> dict[str, Any]:
@@ -130,7 +156,7 @@ def export_graph(
             f"cannot run {type(model).__name__} on the example input: "
             f"{first_line(exc)} (check --input-shape or --example)"
         ) from None
-    tensors = param_table(model)
+    tensors, tied = param_table(model), tied_table(model)
     known = set(tensors)
     ops, kept = [], set(inputs)
     output_node = None
@@ -160,6 +186,7 @@ def export_graph(
                 "type": type(m).__name__,
                 "parent": name.rpartition(".")[0] if name else None,
                 "tensors": own,
+                "tied": tied[name],
                 "own_params": sum(t["numel"] for t in own if t["kind"] == "parameter"),
                 "own_bytes": sum(t["bytes"] for t in own if t["kind"] == "parameter"),
             }

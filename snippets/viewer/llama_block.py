@@ -7,17 +7,35 @@ query heads), and a SwiGLU MLP, ``down(silu(gate(x)) * up(x))``. The names follo
 Hugging Face's Llama (``q_proj`` … ``o_proj``, ``gate_proj``, ``up_proj``,
 ``down_proj``), so the viewer's tensor-parallel roles read them as a user's model would.
 
+The run exports the block, checks what the overlay makes of it at tp = 2, cp = 2
+against the sizing calculator's own formulas for a Llama layer (``params.
+layer_params``, ``traffic.tp_calls``, ``traffic.cp_calls``: dimensions in, no graph)
+and writes the viewer for the note, opened at those degrees.
+
+    python -m snippets run llama_block
     python -m snippets view snippets.viewer.llama_block:llama_block \\
         --example snippets.viewer.llama_block:inputs
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from snippets.core.cli import main_entry
+from snippets.core.runtime import Spec, print0
+from snippets.sizing import params, traffic
+from snippets.viewer.graph_export import export_graph
+from snippets.viewer.overlay_bytes import collectives, held
+from snippets.viewer.parallel_overlay import Degrees, annotate
+from snippets.viewer.viewer_page import embed_html
+
+SPEC = Spec(summary="a Llama-style block as a graph; its TP and CP cuts, checked")
+DEGREES = Degrees(tp=2, cp=2)
 
 
 @dataclass(frozen=True)
@@ -100,3 +118,55 @@ def inputs() -> tuple[torch.Tensor]:
     """An example input: one sequence of N positions, width d."""
     cfg = LlamaConfig()
     return (torch.randn(1, cfg.seq_len, cfg.n_embd),)
+
+
+def split_rows(graph: dict, d: Degrees) -> list[dict]:
+    """Each module with parameters: its TP role and its values on one TP rank."""
+    local: dict[str, float] = {}
+    for m, _, psi, _ in held(graph, d):
+        local[m["id"]] = local.get(m["id"], 0.0) + psi
+    return [
+        {"module": m["id"], "type": m["type"], "TP split": m["tp"] or "replicated"}
+        | {"params": m["own_params"], f"on one of {d.tp} ranks": round(local[m["id"]])}
+        for m in graph["modules"]
+        if m["id"] in local
+    ]
+
+
+def main() -> dict:
+    cfg, d = LlamaConfig(), DEGREES
+    (x,) = inputs()
+    graph = annotate(export_graph(llama_block(), (x,)))
+    h, kv_width, (B, N, _) = (
+        cfg.n_embd,
+        cfg.n_embd // cfg.n_head * cfg.n_kv_head,
+        x.shape,
+    )
+    local = sum(psi for _, _, psi, _ in held(graph, d))
+    want = params.layer_params("llama", h, cfg.n_head, cfg.n_kv_head, cfg.ffn, 0, d.tp)
+    assert local == want, (local, want)
+    sent = {k: 0.0 for k in ("tp", "pp", "cp", "dp")}
+    for c in collectives(graph, d):
+        sent[c["kind"]] += c["bytes"]
+    e = x.element_size()
+    tp_want = traffic.sent_bytes(traffic.tp_calls(B, N / d.cp, h, e, 1, 1), d.tp)
+    cp_want = traffic.cp_calls(B, N / d.cp, kv_width, e, 1, 1, d.cp, d.tp)
+    assert math.isclose(sent["tp"], tp_want, rel_tol=1e-12), (sent["tp"], tp_want)
+    assert math.isclose(sent["cp"], traffic.sent_bytes(cp_want, d.cp), rel_tol=1e-12)
+    print0(f"{graph['model']}: {len(graph['ops'])} ops, {cfg.num_params():,} params")
+    print0(f"at tp={d.tp}: {local:,.0f} params a rank = params.layer_params('llama') ✓")
+    print0(
+        f"at tp={d.tp} cp={d.cp}: TP {sent['tp']:,.0f} B = traffic.tp_calls ✓, "
+        f"CP {sent['cp']:,.0f} B = traffic.cp_calls ✓"
+    )
+    ratio = cfg.n_head / cfg.n_kv_head
+    print0(f"GQA: {cfg.n_kv_head} K, V heads for {cfg.n_head}: ring traffic ÷{ratio:g}")
+    start = {"tp": d.tp, "cp": d.cp}
+    return {
+        "markdown": {"graph": embed_html(graph, start)},
+        "tables": {"split": split_rows(graph, d)},
+    }
+
+
+if __name__ == "__main__":
+    raise SystemExit(main_entry(main, SPEC))

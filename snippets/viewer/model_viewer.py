@@ -22,7 +22,8 @@ from snippets.core.cli import main_entry
 from snippets.core.runtime import Spec, print0
 from snippets.models.tiny_gpt import GPT, GPTConfig
 from snippets.viewer.graph_export import export_graph
-from snippets.viewer.parallel_overlay import Degrees, annotate, rank_bytes
+from snippets.viewer.overlay_bytes import rank_bytes
+from snippets.viewer.parallel_overlay import Degrees, annotate
 from snippets.viewer.viewer_page import embed_html
 
 SPEC = Spec(summary="the tiny GPT as a graph to expand; export checked against hooks")
@@ -101,7 +102,7 @@ def main() -> dict:
     rows = [
         {"stage": r["stage"], "ranks": ", ".join(map(str, r["ranks"]))}
         | {k: int(r[k]) for k in ("weights", "grads", "optimizer", "total")}
-        | {f"{k} comm": int(r[k]) for k in ("tp", "pp", "dp")}
+        | {f"{k.upper()} sent": int(r[k]) for k in ("tp", "pp", "dp")}
         for r in rank_bytes(graph, d)
     ]
     print0(f"bytes per rank at dp={d.dp} tp={d.tp} pp={d.pp} ZeRO-{d.zero}:")

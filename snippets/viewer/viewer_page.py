@@ -2,12 +2,14 @@
 
 ``write_page(graph, out_dir)`` writes ``graph.js`` (``window.MODEL_GRAPH = {...};``: a
 script, not JSON, since a page opened from file:// may not ``fetch``), the page's own
-script and style from ``docs/assets/viewer/``, dagre's browser build from
+script and style from ``docs/assets/viewer/``, the sizing calculator's formulas
+(``docs/assets/sizing/formulas.js``: the overlay's bytes), dagre's browser build from
 ``node_modules`` (``npm ci`` installs it) and an ``index.html`` that loads them by
 relative path: the folder can be moved, mailed or opened offline.
 
-``embed_html(graph)`` is the same figure for a note: the graph inline as JSON in a
-``<figure class="cp-viewer">``, which tells the site's hook to load the scripts.
+``embed_html(graph, start)`` is the same figure for a note: the graph inline as JSON in
+a ``<figure class="cp-viewer">``, which tells the site's hook to load the scripts, and
+the degrees the overlay opens with (``start``, e.g. ``{"tp": 2, "pp": 2}``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from snippets.core.registry import REPO_DIR
 
 ASSETS = REPO_DIR / "docs" / "assets" / "viewer"
 DAGRE = REPO_DIR / "node_modules" / "@dagrejs" / "dagre" / "dist" / "dagre.min.js"
-SCRIPTS = ["dagre.min.js", "overlay.js", "viewer.js"]  # in load order
+FORMULAS = REPO_DIR / "docs" / "assets" / "sizing" / "formulas.js"
+SCRIPTS = ["dagre.min.js", "formulas.js", "overlay.js", "viewer.js"]  # load order
 MARKER = '<figure class="cp-viewer">'
 
 PAGE = """<!doctype html>
@@ -71,6 +74,7 @@ def write_page(graph: dict, out_dir: Path) -> Path:
             f"window.MODEL_GRAPH = {inline_json(graph)};\n", encoding="utf-8"
         )
         shutil.copy2(DAGRE, out_dir / "dagre.min.js")
+        shutil.copy2(FORMULAS, out_dir / "formulas.js")
         for name in ("overlay.js", "viewer.js", "viewer.css"):
             shutil.copy2(ASSETS / name, out_dir / name)
         scripts = "\n".join(f'<script src="{s}"></script>' for s in SCRIPTS)
@@ -88,12 +92,18 @@ def write_page(graph: dict, out_dir: Path) -> Path:
     return index
 
 
-def embed_html(graph: dict) -> str:
+def embed_html(graph: dict, start: dict | None = None) -> str:
     """The viewer as a note's HTML block (no blank line: that would end the block)."""
+    first = (
+        f'<script type="application/json" class="cp-viewer__start">'
+        f"{inline_json(start)}</script>\n"
+        if start
+        else ""
+    )
     return (
         f"{MARKER}\n"
         f'<script type="application/json" class="cp-viewer__graph">'
-        f"{inline_json(graph)}</script>\n"
+        f"{inline_json(graph)}</script>\n{first}"
         f"<figcaption>{html.escape(summary(graph))}</figcaption>\n"
         "</figure>\n"
     )

@@ -1,6 +1,7 @@
 """The model viewer in the built site, in Chromium, with every other host refused: it
 renders collapsed, expands and collapses, searches, recolours under the parallelism
-overlay, shows the same bytes per rank as the Python rules, and logs no error."""
+overlay, and logs no error; the overlay's bytes, in its table and on every marker,
+equal the Python overlay's and the sizing calculator's estimate()."""
 
 from __future__ import annotations
 
@@ -9,22 +10,47 @@ import re
 from pathlib import Path
 
 import pytest
-from test_browser import browser, note_url, open_page, served  # noqa: F401 - fixtures
+from test_browser import browser, open_page, served, url_of  # noqa: F401 - fixtures
 
-from snippets.viewer.parallel_overlay import Degrees, rank_bytes
+from snippets.sizing import presets
+from snippets.sizing.estimate import estimate
+from snippets.viewer.overlay_bytes import collectives, rank_bytes
+from snippets.viewer.parallel_overlay import Degrees
 
 pytestmark = pytest.mark.browser
 
 GRAPH = re.compile(r'<script type="application/json" class="cp-viewer__graph">(.*?)</')
+START = re.compile(r'<script type="application/json" class="cp-viewer__start">(.*?)</')
 FILL = "e => getComputedStyle(e.querySelector('rect')).fill"
+CELLS = "els => els.map(e => [e.dataset.col, Number(e.dataset.bytes)])"
 
 
-def viewer_page(built_site: Path) -> tuple[Path, dict]:
-    for html in sorted((built_site / "blog").glob("20*/**/index.html")):
-        found = GRAPH.search(html.read_text(encoding="utf-8"))
+def viewer_page(built_site: Path, slug: str) -> tuple[Path, dict, dict]:
+    """The note's page, the graph it embeds and the degrees it opens at."""
+    for html in sorted((built_site / "blog").glob(f"20*/**/{slug}/index.html")):
+        text = html.read_text(encoding="utf-8")
+        found, start = GRAPH.search(text), START.search(text)
         if found:
-            return html, json.loads(found.group(1).replace("<\\/", "</"))
-    pytest.fail("no note embeds the model viewer")
+            first = json.loads(start.group(1)) if start else {}
+            return html, json.loads(found.group(1).replace("<\\/", "</")), first
+    pytest.fail(f"the note {slug!r} embeds no model viewer")
+
+
+def set_degrees(page, d: Degrees) -> None:
+    for name in ("dp", "tp", "pp", "cp", "zero", "sp"):
+        page.select_option(f'select[name="{name}"]', str(int(getattr(d, name))))
+
+
+def check_table(page, graph: dict, d: Degrees) -> list[dict]:
+    """The page's bytes per rank equal the Python overlay's, cell by cell."""
+    cells = page.locator(".cp-viewer__ranks td[data-col]").evaluate_all(CELLS)
+    want = rank_bytes(graph, d)
+    cols = len(cells) // len(want)
+    assert cols * len(want) == len(cells)
+    for s, row in enumerate(want):
+        for col, value in cells[s * cols : (s + 1) * cols]:
+            assert value == pytest.approx(row[col], rel=1e-12), (s, col)
+    return want
 
 
 def test_viewer_expands_searches_and_overlays_offline(
@@ -32,9 +58,9 @@ def test_viewer_expands_searches_and_overlays_offline(
     served,  # noqa: F811
     built_site,
 ) -> None:
-    html, graph = viewer_page(built_site)
+    html, graph, _ = viewer_page(built_site, "model-viewer")
     page = open_page()
-    page.goto(note_url(served, built_site, 'class="cp-viewer__graph"'))
+    page.goto(url_of(served, built_site, html))
     nodes = page.locator("figure.cp-viewer .cp-node")
     nodes.first.wait_for(timeout=15000)
     top = {m["id"] for m in graph["modules"] if m["parent"] == ""}
@@ -62,18 +88,10 @@ def test_viewer_expands_searches_and_overlays_offline(
     ln_f = page.locator('.cp-node[data-id="ln_f"]')
     before = ln_f.evaluate(FILL)
     d = Degrees(dp=2, tp=2, pp=2, cp=1, zero=1)
-    for name in ("dp", "tp", "pp", "zero"):
-        page.select_option(f'select[name="{name}"]', str(getattr(d, name)))
+    set_degrees(page, d)
     assert ln_f.evaluate(FILL) != before  # stage 1's colour
     assert page.locator(".cp-edge--coll").count() > 0  # a collective is marked
-    cells = page.locator(".cp-viewer__ranks td[data-col]").evaluate_all(
-        "els => els.map(e => [e.dataset.col, Number(e.dataset.bytes)])"
-    )
-    want = rank_bytes(graph, d)
-    cols = len(cells) // len(want)
-    for s, row in enumerate(want):
-        for col, value in cells[s * cols : (s + 1) * cols]:
-            assert value == pytest.approx(row[col], rel=1e-12), (s, col)
+    check_table(page, graph, d)
     assert not page.foreign, f"tried to fetch from other hosts: {page.foreign}"
     assert not page.errors, page.errors
 
@@ -82,3 +100,52 @@ def test_viewer_expands_searches_and_overlays_offline(
     dark.locator('.cp-node[data-id="ln_f"]').wait_for(timeout=15000)
     assert dark.locator('.cp-node[data-id="ln_f"]').evaluate(FILL) != before
     assert not dark.errors, dark.errors
+
+
+def test_the_overlays_bytes_equal_the_calculators(
+    open_page,  # noqa: F811
+    served,  # noqa: F811
+    built_site,
+) -> None:
+    html, graph, start = viewer_page(built_site, "viewer-overlay")
+    page = open_page()
+    page.goto(url_of(served, built_site, html))
+    page.locator("figure.cp-viewer .cp-node").first.wait_for(timeout=15000)
+    assert start and page.locator('select[name="tp"]').input_value() == str(start["tp"])
+    check_table(page, graph, Degrees(**start))  # it opened at the note's degrees
+    page.get_by_role("button", name="Expand all").click()
+    seq = graph["inputs"][0]["out"][0]["shape"][1]
+    for d in (
+        Degrees(dp=2, tp=2, pp=2, zero=1, sp=True),
+        Degrees(dp=2, tp=2, pp=1, cp=2, zero=3),
+        Degrees(dp=1, tp=2, pp=2, cp=2, zero=2, sp=True),
+    ):
+        set_degrees(page, d)
+        rows = check_table(page, graph, d)
+        marks = page.locator(".cp-coll").evaluate_all(
+            "els => els.flatMap(e => JSON.parse(e.dataset.colls))"
+        )
+        shown = {(at, kind, name, b) for at, kind, name, b in marks}
+        want = {
+            (c["at"], c["kind"], c["name"], c["bytes"])
+            for c in collectives(graph, d)
+            if c["kind"] != "dp"
+        }
+        assert shown == want, d  # every TP, SP, PP and CP marker, with its bytes
+        calc = estimate(
+            presets.MODELS["tiny-gpt"],
+            presets.GPUS["h100-sxm"],
+            seq=seq,
+            precision="fp32",
+            **dict(dp=d.dp, tp=d.tp, pp=d.pp, cp=d.cp, zero=d.zero),
+            sequence_parallel=d.sp,
+        )
+        top = max(rows, key=lambda r: r["weights"])
+        comm, mem = calc["comm_bytes_per_step"], calc["memory_bytes"]
+        for kind in ("tp", "cp", "dp"):
+            assert top[kind] == pytest.approx(comm[kind], rel=1e-12), (d, kind)
+        assert rows[0]["pp"] == pytest.approx(comm["pp"], rel=1e-12)
+        assert top["weights"] == pytest.approx(mem["weights"], rel=1e-12)
+        assert top["buffers"] == pytest.approx(mem["buffers"], rel=1e-12)
+    assert not page.foreign, f"tried to fetch from other hosts: {page.foreign}"
+    assert not page.errors, page.errors

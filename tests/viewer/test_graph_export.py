@@ -90,3 +90,48 @@ def test_export_and_fx_read_the_same_graph() -> None:
 def test_ancestors_run_up_to_the_root() -> None:
     assert ancestors("a.b.c") == ["a.b.c", "a.b", "a", ""]
     assert ancestors("") == [""]
+
+
+def test_node_counts_are_the_tracers_own(tiny) -> None:
+    """Each tracer's graph, read here without the viewer: one op per call node, and
+    the linear ops run in the modules fx calls, in the same order."""
+    model, args, graph = tiny
+    ep = torch.export.export(model, args, strict=False)
+    calls = [n for n in ep.graph.nodes if n.op == "call_function"]
+    assert len(graph["ops"]) == len(calls)
+    fx = torch.fx.symbolic_trace(model, concrete_args={"targets": None})
+    kinds = ("call_function", "call_method", "call_module")
+    fx_calls = [n for n in fx.graph.nodes if n.op in kinds]
+    by_fx = export_graph(model, args, "fx")
+    assert by_fx["source"] == "torch.fx" and len(by_fx["ops"]) == len(fx_calls)
+    linears = [
+        str(n.target)
+        for n in fx_calls
+        if n.op == "call_module"
+        and isinstance(model.get_submodule(n.target), torch.nn.Linear)
+    ]
+    exported = [op["module"] for op in graph["ops"] if op["op"] == "aten.linear"]
+    assert exported == linears
+    assert sum(op["flops"] for op in by_fx["ops"]) == graph["modules"][0]["flops"]
+
+
+def test_hierarchy_is_named_modules(tiny) -> None:
+    model, _, graph = tiny
+    names = dict(model.named_modules())
+    for m in graph["modules"]:
+        if m["id"]:  # the parent is the module that holds it as a child
+            parent = names[m["parent"]]
+            assert parent.get_submodule(m["name"]) is names[m["id"]], m["id"]
+        assert m["type"] == type(names[m["id"]]).__name__
+    assert all(op["module"] in names for op in graph["ops"])
+    leaves = {n for n, m in names.items() if n and not list(m.children())}
+    ran = {op["module"] for op in graph["ops"]}
+    dropout = {n for n in leaves if isinstance(names[n], torch.nn.Dropout)}
+    assert leaves - dropout <= ran  # every leaf that computes has its ops
+    own = sum(
+        t["bytes"]
+        for m in graph["modules"]
+        for t in m["tensors"]
+        if t["kind"] == "parameter"
+    )
+    assert own == sum(p.numel() * p.element_size() for p in model.parameters())

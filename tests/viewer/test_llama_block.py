@@ -1,13 +1,14 @@
 """The Llama-style block: its parameter formula, grouped-query attention against the
-k, v heads repeated by hand, and an export the viewer can draw."""
+k, v heads repeated by hand, and the run: an export the viewer draws, its TP roles."""
 
 from __future__ import annotations
+
+import json
 
 import torch
 import torch.nn.functional as F
 
-from snippets.viewer.graph_export import export_graph
-from snippets.viewer.llama_block import LlamaConfig, inputs, llama_block, rotate
+from snippets.viewer.llama_block import LlamaConfig, inputs, llama_block, main, rotate
 
 
 def test_parameters_match_the_formula_and_shapes_are_kept() -> None:
@@ -35,8 +36,19 @@ def test_gqa_equals_attention_with_kv_heads_repeated() -> None:
     assert F.silu(torch.zeros(1)).item() == 0.0
 
 
-def test_exports_with_seven_linears() -> None:
-    graph = export_graph(llama_block(), inputs())
+def test_run_checks_the_cuts_and_embeds_the_block() -> None:
+    found = main()  # exports, and asserts the calculator's layer formulas
+    block = found["markdown"]["graph"]
+    inline = block.split('class="cp-viewer__graph">', 1)[1].split("</script>", 1)[0]
+    graph = json.loads(inline.replace("<\\/", "</"))
     assert graph["source"] == "torch.export"
     assert sum(op["op"] == "aten.linear" for op in graph["ops"]) == 7
     assert graph["modules"][0]["params"] == LlamaConfig().num_params()
+    roles = {
+        r["module"].rsplit(".", 1)[-1]: r["TP split"] for r in found["tables"]["split"]
+    }
+    column = ("q_proj", "k_proj", "v_proj", "gate_proj", "up_proj")
+    assert [roles[n] for n in column] == ["column"] * 5
+    assert roles["o_proj"] == roles["down_proj"] == "row"
+    assert roles["input_layernorm"] == "replicated"
+    assert 'class="cp-viewer__start">{"tp":2,"cp":2}' in block

@@ -32,3 +32,7 @@ def test_note_block_is_one_html_block_and_cannot_end_its_script_early() -> None:
     assert block.startswith(MARKER) and "\n\n" not in block
     inline = block.split('class="cp-viewer__graph">', 1)[1].split("</script>", 1)[0]
     assert json.loads(inline) == graph
+    assert "cp-viewer__start" not in block
+    started = embed_html(graph, {"tp": 2, "pp": 2})
+    first = started.split('class="cp-viewer__start">', 1)[1].split("</script>", 1)[0]
+    assert json.loads(first) == {"tp": 2, "pp": 2} and "\n\n" not in started

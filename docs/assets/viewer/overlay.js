@@ -1,9 +1,18 @@
-/* Where each parallelism cuts the graph: the rules of
-   snippets/viewer/parallel_overlay.py, written again for the page (the browser test
-   holds the two equal). Degrees: {dp, tp, pp, cp, zero}; ranks are laid out tp
-   fastest, then cp, pp, dp. Bytes are operand bytes per rank per step. */
+/* Where each parallelism cuts the graph: snippets/viewer/parallel_overlay.py (stages,
+   rank grid) and overlay_bytes.py (bytes), ported function by function. Every byte
+   count is the sizing calculator's: window.CPSizingFormulas (docs/assets/sizing/
+   formulas.js, itself held equal to Python's estimate()) applied to the graph's
+   shapes, with the bytes per precision the graph carries (graph.sizing). Degrees:
+   {dp, tp, pp, cp, zero, sp}; ranks are laid out tp fastest, then cp, pp, dp. */
 (function () {
   "use strict";
+  const F = () => window.CPSizingFormulas;
+  const PLACES = 4; // TP collectives a layer: tp_calls counts 4 a layer a micro-batch
+  const DP_NAMES = ["all-reduce grads", "reduce-scatter grads, all-gather params",
+    "reduce-scatter grads, all-gather params",
+    "reduce-scatter grads, all-gather params ×2"];
+  const COLUMNS = ["weights", "grads", "optimizer", "buffers", "tp", "pp", "cp", "dp"];
+  const prod = (xs) => xs.reduce((a, x) => a * x, 1);
 
   function stage(layer, pp, n) {
     if (layer < 0 || n === 0) return 0;
@@ -18,87 +27,115 @@
     return ranks.sort((a, b) => a - b);
   }
 
-  // [values on one TP rank, bytes per value, Adam bytes per value] per own parameter
-  function localTensors(m, tp) {
-    const found = [];
-    for (const t of m.tensors) {
-      if (t.kind !== "parameter" || !t.numel) continue;
-      const split = m.tp === "column" || m.tp === "vocab" || (m.tp === "row" && t.name !== "bias");
-      found.push([t.numel / (split ? tp : 1), Math.floor(t.bytes / t.numel),
-                  t.dtype === "float32" ? 8 : 12]);
+  const precision = (dtype) => (dtype === "float32" ? "fp32" : "bf16-mixed");
+  const splitByTp = (m, t) =>
+    m.tp === "column" || m.tp === "vocab" || (m.tp === "row" && t.name !== "bias");
+
+  // [module, stage, values on one TP rank, precision] of every parameter held
+  function held(g, d) {
+    const n = g.stack.length, mods = new Map(g.modules.map((m) => [m.id, m])), found = [];
+    for (const m of g.modules) {
+      const s = stage(m.layer, d.pp, n);
+      const copies = (m.tied || []).filter((t) => stage(mods.get(t.owner).layer, d.pp, n) !== s);
+      for (const t of m.tensors.concat(copies))
+        if (t.kind === "parameter" && t.numel)
+          found.push([m, s, t.numel / (splitByTp(m, t) ? d.tp : 1), precision(t.dtype)]);
     }
     return found;
   }
 
-  // snippets/parallel/zero_memory.py: model_state_bytes and comm_values (ZeRO §5, §7)
-  function modelStateBytes(stage, psi, N, p, g, K) {
-    return { parameters: (p * psi) / (stage >= 3 ? N : 1),
-             gradients: (g * psi) / (stage >= 2 ? N : 1),
-             optimizer: (K * psi) / (stage >= 1 ? N : 1) };
-  }
-  const commValues = (stage, psi) => (stage === 3 ? 3 : 2) * psi;
-  const DP_NAMES = ["all-reduce grads", "reduce-scatter grads, all-gather params",
-    "reduce-scatter grads, all-gather params", "all-gather params ×2, reduce-scatter grads"];
-
-  function collectives(g, d) {
-    const n = g.stack.length, found = [];
-    const mods = new Map(g.modules.map((m) => [m.id, m]));
-    const ops = new Map(g.ops.map((o) => [o.id, o]));
-    const inputs = new Map(g.inputs.map((i) => [i.id, i]));
-    const outBytes = (id) =>
-      (ops.get(id) || inputs.get(id)).out.reduce((s, o) => s + (o ? o.bytes : 0), 0);
-    const add = (kind, name, at, s, bytes) => found.push({ kind, name, at, stage: s, bytes });
-    const shared = new Set(), sent = new Set();
-    for (const op of g.ops) {
-      const s = stage(op.layer, d.pp, n), role = mods.get(op.module).tp;
-      if (d.tp > 1 && (role === "row" || role === "vocab"))
-        add("tp", "all-reduce (fwd)", op.id, s, (2 * outBytes(op.id)) / d.cp);
-      if (d.tp > 1 && role === "column")
-        for (const i of op.inputs)
-          if (!shared.has(i)) {
-            shared.add(i);
-            add("tp", "all-reduce (bwd)", i, s, (2 * outBytes(i)) / d.cp);
-          }
-      if (d.cp > 1 && op.op.includes("scaled_dot_product")) {
-        const kv = op.inputs.slice(1, 3).reduce((a, i) => a + outBytes(i), 0);
-        add("cp", "all-gather K, V", op.id, s, (2 * kv) / d.tp);
-      }
-      for (const i of op.inputs) {
-        const up = ops.has(i) ? stage(ops.get(i).layer, d.pp, n) : 0;
-        if (d.pp > 1 && up < s && !sent.has(i + "\u0000" + s)) {
-          sent.add(i + "\u0000" + s);
-          add("pp", "send/recv", i, up, (2 * outBytes(i)) / d.cp);
-        }
-      }
-    }
-    if (d.dp > 1)
-      for (const m of g.modules) {
-        const values = localTensors(m, d.tp).reduce((a, [psi, size]) => a + psi * size, 0);
-        if (values)
-          add("dp", DP_NAMES[Math.min(d.zero, 3)], m.id, stage(m.layer, d.pp, n),
-              commValues(d.zero, values));
-      }
-    return found;
-  }
+  const blockOf = (id, stack) => stack.find((b) => (id + ".").startsWith(b + ".")) || "";
 
   function rankBytes(g, d) {
-    const n = g.stack.length, rows = [];
-    for (let s = 0; s < d.pp; s++)
-      rows.push({ stage: s, ranks: ranksOfStage(s, d), weights: 0, grads: 0,
-                  optimizer: 0, tp: 0, pp: 0, cp: 0, dp: 0 });
-    for (const m of g.modules) {
-      const row = rows[stage(m.layer, d.pp, n)];
-      for (const [psi, size, K] of localTensors(m, d.tp)) {
-        const held = modelStateBytes(d.zero, psi, d.dp, size, size, K);
-        row.weights += held.parameters;
-        row.grads += held.gradients;
-        row.optimizer += held.optimizer;
+    const { memory } = F(), rows = [], data = g.sizing, blocks = new Map();
+    for (let s = 0; s < d.pp; s++) {
+      const row = { stage: s, ranks: ranksOfStage(s, d) };
+      for (const c of COLUMNS) row[c] = 0.0;
+      rows.push(row);
+    }
+    for (const [m, s, psi, prec] of held(g, d)) {
+      const w = data.precisions[prec].weight, gr = data.precisions[prec].grad;
+      const k = data.precisions[prec].master + data.optimizer_state.adam;
+      const states = memory.model_states(psi, w, gr, k, d.zero, d.dp * d.cp);
+      rows[s].weights += states.weights;
+      rows[s].grads += states.gradients;
+      rows[s].optimizer += states.optimizer;
+      const block = blockOf(m.id, g.stack);
+      if (block) {
+        const key = s + "\u0000" + block;
+        blocks.set(key, (blocks.has(key) ? blocks.get(key) : 0.0) + psi * w);
       }
     }
+    for (const [key, size] of blocks) { // the largest block, gathered (ZeRO-3)
+      const s = Number(key.split("\u0000")[0]);
+      const buffer = memory.zero3_buffer(size, 1, d.zero, d.dp * d.cp);
+      rows[s].buffers = Math.max(rows[s].buffers, buffer);
+    }
     for (const c of collectives(g, d)) rows[c.stage][c.kind] += c.bytes;
-    for (const r of rows) r.total = r.weights + r.grads + r.optimizer;
+    for (const r of rows) r.total = r.weights + r.grads + r.optimizer + r.buffers;
     return rows;
   }
 
-  window.CPViewerOverlay = { stage, ranksOfStage, localTensors, collectives, rankBytes };
+  function dims(out, cp) { // [b, s_loc, h, e] of an activation (B, N, …) or (N, h)
+    const shape = out.shape.length >= 3 ? out.shape : [1].concat(out.shape);
+    const b = shape[0], s = shape[1], width = prod(shape.slice(2));
+    return [b, s / cp, width, out.bytes / (b * s * width)];
+  }
+  function dims4(out, cp) { // [b, s_loc, h_kv, e] of attention's K
+    const [B, H, N, hd] = out.shape;
+    return [B, N / cp, H * hd, out.bytes / (B * H * N * hd)];
+  }
+
+  function collectives(g, d) {
+    const { traffic } = F(), n = g.stack.length, found = [];
+    const mods = new Map(g.modules.map((m) => [m.id, m]));
+    const ops = new Map(g.ops.map((o) => [o.id, o]));
+    for (const i of g.inputs) ops.set(i.id, i);
+    const sp = Boolean(d.sp) && d.tp > 1;
+    const add = (kind, name, at, s, calls, group) => found.push(
+      { kind, name, at, stage: s, calls, group, bytes: traffic.sent_bytes(calls, group) });
+    const tp = (name, at, s) => add("tp", name, at, s,
+      traffic.tp_calls(...dims(ops.get(at).out[0], d.cp), 1 / PLACES, 1, sp), d.tp);
+    const shared = new Set(), sent = new Set();
+    for (const op of g.ops) {
+      const s = stage(op.layer, d.pp, n), role = mods.get(op.module).tp;
+      const inside = op.layer >= 0 && op.layer < n;
+      if (d.tp > 1 && inside && role === "row")
+        tp(sp ? "reduce-scatter (fwd), all-gather (bwd)" : "all-reduce (fwd)", op.id, s);
+      if (d.tp > 1 && inside && role === "column")
+        for (const i of op.inputs.slice(0, 1))
+          if (!shared.has(i)) {
+            shared.add(i);
+            tp(sp ? "all-gather (fwd), reduce-scatter (bwd)" : "all-reduce (bwd)", i, s);
+          }
+      if (d.cp > 1 && op.op.includes("scaled_dot_product")) {
+        const [b, sLoc, hKv, e] = dims4(ops.get(op.inputs[1]).out[0], d.cp);
+        add("cp", "K, V around the ring", op.id, s,
+          traffic.cp_calls(b, sLoc, hKv, e, 1, 1, d.cp, d.tp), d.cp);
+      }
+      for (const i of op.inputs) {
+        const src = ops.get(i), up = "layer" in src ? stage(src.layer, d.pp, n) : 0;
+        if (d.pp > 1 && up < s && !sent.has(i + "\u0000" + s)) {
+          sent.add(i + "\u0000" + s);
+          add("pp", "send/recv", i, up,
+            traffic.pp_calls(...dims(src.out[0], d.cp), 1, d.pp, 1, d.tp, sp), 2);
+        }
+      }
+    }
+    if (d.dp * d.cp > 1) {
+      const mine = new Map();
+      for (const [m, s, psi, prec] of held(g, d)) {
+        if (!mine.has(m.id)) mine.set(m.id, [s, 0.0, prec]);
+        mine.get(m.id)[1] += psi;
+      }
+      for (const [id, [s, psi, prec]] of mine) {
+        const p = g.sizing.precisions[prec];
+        add("dp", DP_NAMES[d.zero], id, s,
+          traffic.dp_calls(psi, p.weight, p.grad, d.zero, 1), d.dp * d.cp);
+      }
+    }
+    return found;
+  }
+
+  window.CPViewerOverlay = { stage, ranksOfStage, held, collectives, rankBytes, COLUMNS };
 })();

@@ -5,7 +5,8 @@
    so a standalone page works from file://). The page opens collapsed to the top-level
    modules; each expanded module is laid out on its own by dagre (collapsed children
    are boxes of fixed size), and a change re-lays only the module and its ancestors.
-   Edges between two children of a module are routed by that module's layout.
+   Edges between two children of a module are routed by that module's layout, and
+   each module's drawing is kept with its layout, in its own coordinates.
    Keys: / search, + - zoom, 0 fit, e expand all, c collapse all, arrows pan,
    Enter or Space on a module toggles it. */
 (function () {
@@ -78,13 +79,14 @@
   }
 
   class Viewer {
-    constructor(root, graph) {
+    constructor(root, graph, start) {
       this.root = root;
       this.model = new Model(graph);
       this.expanded = new Set([""]);
       this.cache = new Map();
       this.view = { k: 1, x: 0, y: 0 };
-      this.degrees = { dp: 1, tp: 1, pp: 1, cp: 1, zero: 0 };
+      this.degrees = Object.assign({ dp: 1, tp: 1, pp: 1, cp: 1, zero: 0, sp: 0 }, start || {});
+      this.timing = { layout: 0 }; // ms inside dagre.layout since the last render
       this.matches = new Set();
       this.build();
       this.render();
@@ -118,14 +120,16 @@
       const over = html("div", "cp-viewer__overlay", r);
       html("span", "cp-viewer__label", over, "Parallelism:");
       for (const [k, choices] of [["dp", [1, 2, 4, 8]], ["tp", [1, 2, 4, 8]],
-        ["pp", [1, 2, 3, 4, 8]], ["cp", [1, 2, 4]], ["zero", [0, 1, 2, 3]]]) {
-        const lab = html("label", "cp-viewer__degree", over, k === "zero" ? "ZeRO " : k + " ");
+        ["pp", [1, 2, 3, 4, 8]], ["cp", [1, 2, 4]], ["zero", [0, 1, 2, 3]], ["sp", [0, 1]]]) {
+        const lab = html("label", "cp-viewer__degree", over,
+          k === "zero" ? "ZeRO " : k === "sp" ? "SP " : k + " ");
         const sel = html("select", "", lab);
         sel.name = k;
         for (const c of choices) {
-          const o = html("option", "", sel, String(c));
+          const o = html("option", "", sel, k === "sp" ? (c ? "on" : "off") : String(c));
           o.value = String(c);
         }
+        sel.value = String(Number(this.degrees[k]));
         sel.addEventListener("change", () => {
           this.degrees[k] = Number(sel.value);
           this.cache.clear(); // badges change the width of boxes
@@ -256,7 +260,9 @@
         const label = first ? first.shape.join("×") : "";
         g.setEdge(a, b, { width: 6 * label.length, height: 12, label, tensors: [...us] });
       }
+      const t0 = performance.now();
       dagre.layout(g);
+      this.timing.layout += performance.now() - t0;
       const L = { w: g.graph().width || 80, h: (g.graph().height || 40) + HEAD, items: [], edges: [] };
       for (const k of g.nodes()) {
         const n = g.node(k);
@@ -282,51 +288,71 @@
 
     render(focusId) {
       const t0 = performance.now();
+      this.timing.layout = 0;
       this.overlay = this.computeOverlay();
-      this.layer.textContent = "";
+      this.layer.replaceChildren(this.groupDom(""));
       this.nodes = new Map();
-      const edges = make("g", { class: "cp-edges" }, this.layer);
-      const L = this.layoutOf("");
-      this.place("", 0, 0, L, this.layer, edges);
-      this.layer.appendChild(edges); // edges above the group boxes
+      this.collect("");
       this.rankTable();
-      this.root.dataset.renderMs = (performance.now() - t0).toFixed(1);
+      this.root.dataset.renderMs = (performance.now() - t0).toFixed(2);
+      this.root.dataset.layoutMs = this.timing.layout.toFixed(2);
       if (focusId !== undefined && this.nodes.has("m:" + focusId)) this.nodes.get("m:" + focusId).focus();
       this.mark();
     }
-    place(id, x0, y0, L, parent, edges) {
-      const M = this.model;
+    // a module's drawing, in its own coordinates, kept with its layout: a toggle
+    // redraws only the module and its ancestors and moves the others' drawings
+    groupDom(id) {
+      const L = this.layoutOf(id);
+      if (!L.dom) L.dom = this.draw(L);
+      return L.dom;
+    }
+    collect(id) {
+      const L = this.cache.get(id);
+      for (const [k, g] of L.nodes) this.nodes.set(k, g);
+      for (const k of L.groups) this.collect(k);
+    }
+    draw(L) {
+      const M = this.model, root = make("g", {});
+      L.nodes = new Map();
+      L.groups = [];
       for (const it of L.items) {
-        const x = x0 + it.x, y = y0 + it.y;
+        const x = it.x, y = it.y;
         const isMod = it.key.startsWith("m:"), key = it.key.slice(2);
         if (isMod && this.expanded.has(key)) {
-          const grp = make("g", { class: "cp-group " + this.ownClass(key, true) }, parent);
+          const grp = make("g", { class: "cp-group " + this.ownClass(key, true) }, root);
           make("rect", { x, y, width: it.w, height: it.h, rx: 6, class: "cp-group__box" }, grp);
           const head = make("g", { class: "cp-node cp-node--head", tabindex: 0, role: "button",
             "aria-expanded": "true", "data-id": key, "aria-label": "collapse " + key }, grp);
           make("rect", { x, y, width: it.w, height: HEAD - 4, rx: 6, class: "cp-group__head" }, head);
           make("text", { x: x + 8, y: y + 13 }, head, "▾ " + M.mods.get(key).name + " · " + M.mods.get(key).type);
-          this.bind(head, "m:" + key);
-          this.place(key, x, y, this.layoutOf(key), grp, edges);
-        } else this.node(it, x, y, isMod, key, parent);
+          this.bind(head, "m:" + key, L.nodes);
+          const inner = this.groupDom(key);
+          inner.setAttribute("transform", `translate(${x},${y})`);
+          grp.appendChild(inner);
+          L.groups.push(key);
+        } else this.node(it, x, y, isMod, key, root, L.nodes);
       }
+      const edges = make("g", { class: "cp-edges" }, root); // above the group boxes
       for (const e of L.edges) {
-        const pts = e.points.map(([px, py]) => [x0 + px, y0 + py]);
+        const pts = e.points;
         const d = "M" + pts.map((p) => p.join(",")).join(" L");
         const coll = e.tensors.flatMap((u) => this.overlay.at.get(u) || []).filter((c) => c.kind !== "dp");
         const path = make("path", { d, class: "cp-edge" + (coll.length ? " cp-edge--coll cp-kind-" + coll[0].kind : "") }, edges);
         make("title", {}, path, e.tensors.map((u) => u + ": " + shape(M.ops.get(u).out[0])).join("\n"));
-        if (e.label) make("text", { x: x0 + e.lx, y: y0 + e.ly + 4, class: "cp-edge__label" }, edges, e.label);
+        if (e.label) make("text", { x: e.lx, y: e.ly + 4, class: "cp-edge__label" }, edges, e.label);
         if (coll.length) {
           const [mx, my] = pts[Math.floor(pts.length / 2)];
-          const mk = make("g", { class: "cp-coll cp-kind-" + coll[0].kind }, edges);
+          const mk = make("g", { class: "cp-coll cp-kind-" + coll[0].kind,
+            "data-colls": JSON.stringify(coll.map((c) => [c.at, c.kind, c.name, c.bytes])) }, edges);
           make("circle", { cx: mx, cy: my, r: 7 }, mk);
           make("text", { x: mx + 10, y: my + 4 }, mk, coll.map((c) => c.kind.toUpperCase() + " " + c.name).join(", "));
-          make("title", {}, mk, coll.map((c) => `${c.name}: ${bytes(c.bytes)}/rank`).join("\n"));
+          make("title", {}, mk, coll.map((c) => `${c.kind.toUpperCase()} ${c.name}: ` +
+            `${bytes(c.bytes)} sent per rank a step`).join("\n"));
         }
       }
+      return root;
     }
-    node(it, x, y, isMod, key, parent) {
+    node(it, x, y, isMod, key, parent, nodes) {
       const M = this.model, cls = isMod ? "cp-node cp-node--module" : "cp-node cp-node--op";
       const g = make("g", { class: cls + " " + this.ownClass(key, isMod), tabindex: 0, role: "button", "data-id": key }, parent);
       make("rect", { x, y, width: it.w, height: it.h, rx: isMod ? 6 : 12 }, g);
@@ -338,10 +364,10 @@
         make("text", { x: x + 8, y: y + 31, class: "cp-node__sub" }, g,
           num(m.params) + " params · " + num(m.flops) + " FLOPs" + this.badge(key));
       } else make("text", { x: x + 8, y: y + 19 }, g, this.opLabel(key));
-      this.bind(g, (isMod ? "m:" : "o:") + key);
+      this.bind(g, (isMod ? "m:" : "o:") + key, nodes);
     }
-    bind(g, key) {
-      this.nodes.set(key, g);
+    bind(g, key, nodes) {
+      nodes.set(key, g);
       const show = () => this.info(key);
       g.addEventListener("mouseenter", show);
       g.addEventListener("focus", show);
@@ -409,7 +435,7 @@
         for (const t of m.tensors) row(t.kind + " " + t.name, t.shape.join("×") + " " + t.dtype + ", " + bytes(t.bytes));
         if (m.tp) row("tensor parallel", m.tp);
         layer = m.layer;
-        for (const c of this.overlay.at.get(m.id) || []) row(c.kind.toUpperCase() + " " + c.name, bytes(c.bytes) + " per rank");
+        for (const c of this.overlay.at.get(m.id) || []) row(c.kind.toUpperCase() + " " + c.name, bytes(c.bytes) + " sent per rank");
       } else {
         const op = M.ops.get(key.slice(2));
         html("div", "cp-viewer__title", p, op.op + " · " + (op.module || "(model)"));
@@ -417,7 +443,7 @@
         op.out.forEach((o, i) => o && row("out " + i, shape(o) + ", " + bytes(o.bytes)));
         row("FLOPs", num(op.flops));
         layer = op.layer;
-        for (const c of this.overlay.at.get(op.id) || []) row(c.kind.toUpperCase() + " " + c.name, bytes(c.bytes) + " per rank");
+        for (const c of this.overlay.at.get(op.id) || []) row(c.kind.toUpperCase() + " " + c.name, bytes(c.bytes) + " sent per rank");
       }
       if (this.overlay.on && !(key === "m:")) {
         const s = O.stage(layer, d.pp, M.g.stack.length);
@@ -429,8 +455,8 @@
       t.textContent = "";
       const rows = window.CPViewerOverlay.rankBytes(this.model.g, d);
       const tab = html("table", "", t), head = html("tr", "", html("thead", "", tab));
-      const cols = ["weights", "grads", "optimizer", "total", "tp", "pp", "cp", "dp"];
-      for (const c of ["stage", "ranks", ...cols.slice(0, 4), ...cols.slice(4).map((c) => c.toUpperCase() + " comm")])
+      const cols = ["weights", "grads", "optimizer", "buffers", "total", "tp", "pp", "cp", "dp"];
+      for (const c of ["stage", "ranks", ...cols.slice(0, 5), ...cols.slice(5).map((c) => c.toUpperCase() + " sent")])
         html("th", "", head, c);
       const body = html("tbody", "", tab);
       for (const r of rows) {
@@ -443,9 +469,10 @@
           td.dataset.bytes = String(r[c]);
         }
       }
-      html("p", "cp-viewer__note", t, "Bytes per rank: weights, gradients, Adam state (model " +
-        "states only, no activations); comm: bytes handed to collectives in one step of " +
-        "one microbatch, an all-reduce counted twice (reduce-scatter + all-gather).");
+      html("p", "cp-viewer__note", t, "Bytes per rank, the sizing calculator's: weights, " +
+        "gradients, Adam state, ZeRO-3's gathered block (no activations); sent: bytes a " +
+        "rank sends in one step of one micro-batch (nccl-tests' bus factors; PP: both " +
+        "directions over the boundary to the next stage).");
     }
 
     find(q) {
@@ -476,9 +503,10 @@
       const shown = [...this.matches].filter((k) => this.nodes.has(k));
       if (!shown.length) return;
       this.cursor = (this.cursor + 1) % shown.length;
-      const g = this.nodes.get(shown[this.cursor]), b = g.getBBox(), s = this.svg.getBoundingClientRect();
-      this.view.x = s.width / 2 - (b.x + b.width / 2) * this.view.k;
-      this.view.y = s.height / 2 - (b.y + b.height / 2) * this.view.k;
+      const b = this.nodes.get(shown[this.cursor]).getBoundingClientRect();
+      const s = this.svg.getBoundingClientRect(); // nested groups: screen boxes
+      this.view.x += s.left + s.width / 2 - (b.left + b.width / 2);
+      this.view.y += s.top + s.height / 2 - (b.top + b.height / 2);
       this.apply();
       this.info(shown[this.cursor]);
     }
@@ -487,8 +515,11 @@
   function start() {
     for (const fig of document.querySelectorAll("figure.cp-viewer:not(.cp-viewer--ready)")) {
       const data = fig.querySelector("script.cp-viewer__graph");
+      const first = fig.querySelector("script.cp-viewer__start");
       const graph = data ? JSON.parse(data.textContent) : window.MODEL_GRAPH;
-      if (graph) fig.viewer = new Viewer(fig, graph);
+      const start = first ? JSON.parse(first.textContent) : window.MODEL_VIEW_START;
+      if (graph) fig.viewer = new Viewer(fig, graph, start);
+      fig.dataset.readyMs = performance.now().toFixed(1); // since navigation start
     }
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);

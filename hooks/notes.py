@@ -4,7 +4,10 @@
   become every note, grouped by series and by month.
 * ``docs/index.md``: ``<!-- notes:latest -->`` (the newest notes) and
   ``<!-- notes:series -->``.
-* every note gets "previous / next in this series" links at its end.
+* every note says "part N of M" of its series under its title, and its page footer's
+  previous / next are the series' neighbours (not the blog's, by date): one "next".
+* each series page lists its notes oldest first, on one page.
+* ``<!-- repo_url -->`` anywhere becomes the repository's address (``repo_url``).
 
 A note is ``docs/blog/posts/*.md``; its series is its first category, its date the
 scalar ``date:`` of its front matter.
@@ -17,7 +20,10 @@ import posixpath
 from dataclasses import dataclass
 from itertools import groupby
 
+from material.plugins.blog.structure import Category
 from mkdocs.exceptions import PluginError
+from mkdocs.plugins import event_priority
+from mkdocs.utils import get_relative_url
 from mkdocs.utils.meta import get_data
 
 POSTS_DIR = "blog/posts/"
@@ -106,28 +112,80 @@ def latest(from_uri: str) -> str:
     )
 
 
-def series_list(from_uri: str) -> str:
+def series_list(from_uri: str, page=None, config=None) -> str:
+    """Each series: how many notes, where it starts, its page and its feed."""
     lines = []
     for series in _series_order():
         notes = [n for n in _notes if n.series == series]
+        extra = ""
+        if page is not None and config is not None:
+            here = page.url
+            slug = series_url(series, config).rstrip("/").rsplit("/", 1)[1]
+            extra = (
+                f' · <a href="{get_relative_url(series_url(series, config), here)}">'
+                "all of it, in order</a> · "
+                f'<a href="{get_relative_url(f"feeds/{slug}.xml", here)}">its feed</a>'
+            )
         lines.append(
-            f"- **{series}**: {len(notes)} note{'s' if len(notes) != 1 else ''}, "
-            f"starting with {_link(notes[0], from_uri)}"
+            f"- **{series}**: {len(notes)} note{'s' if len(notes) != 1 else ''}; "
+            f"start with {_link(notes[0], from_uri)}{extra}"
         )
     return "\n".join(lines)
 
 
-def series_nav(note: Note) -> str:
-    same = [n for n in _notes if n.series == note.series]
-    i = same.index(note)
-    prev = f"← Previous: {_link(same[i - 1], note.src_uri)}" if i > 0 else ""
-    nxt = f"Next: {_link(same[i + 1], note.src_uri)} →" if i + 1 < len(same) else ""
-    if not prev and not nxt:
-        return ""
+def series_of(note: Note) -> list[Note]:
+    return [n for n in _notes if n.series == note.series]
+
+
+def series_url(series: str, config) -> str:
+    """The blog plugin's page for a category, e.g. blog/category/sizing/."""
+    blog = config.plugins["material/blog"].config
+    slug = blog.categories_slugify(series, blog.categories_slugify_separator)
+    return f"blog/{blog.categories_url_format.format(slug=slug)}/"
+
+
+def part_line(note: Note) -> str:
+    same = series_of(note)
     return (
-        f'\n\n<nav class="cp-series-nav" markdown="span" aria-label="{note.series}">'
-        f'<span markdown="span">{prev}</span><span markdown="span">{nxt}</span></nav>\n'
+        f'<p class="cp-part">Part {same.index(note) + 1} of {len(same)} in the series'
+        f" <em>{note.series}</em></p>"
     )
+
+
+def series_nav(note: Note, page, config) -> str:
+    same = series_of(note)
+    href = get_relative_url(series_url(note.series, config), page.url)
+    return (
+        f'\n\n<nav class="cp-series-nav" aria-label="{note.series}"><span>Part'
+        f" {same.index(note) + 1} of {len(same)} in"
+        f' <a href="{href}">{note.series}</a>, oldest first.</span>'
+        "<span>Next and previous below stay in this series.</span></nav>\n"
+    )
+
+
+def with_part(markdown: str, note: Note) -> str:
+    """The "part N of M" line right under the note's title (so excerpts show it)."""
+    lead = len(markdown) - len(markdown.lstrip())
+    if not markdown.startswith("# ", lead):
+        return part_line(note) + "\n\n" + markdown
+    title, nl, body = markdown.partition("\n")
+    return f"{title}{nl}\n{part_line(note)}\n{body}"
+
+
+@event_priority(-60)  # after the blog plugin's on_nav (-50), which links by date
+def on_nav(nav, config, files):
+    """Footer links by series; series pages oldest first."""
+    pages = {f.src_uri: f.page for f in files if f.src_uri.startswith(POSTS_DIR)}
+    for note in _notes:
+        same = series_of(note)
+        i = same.index(note)
+        page = pages[note.src_uri]
+        page.previous_page = pages[same[i - 1].src_uri] if i > 0 else None
+        page.next_page = pages[same[i + 1].src_uri] if i + 1 < len(same) else None
+    for f in files:
+        if isinstance(f.page, Category):
+            f.page.posts.sort(key=lambda p: (p.config.date.created, p.file.src_uri))
+    return nav
 
 
 def on_page_markdown(markdown, page, config, files):
@@ -140,8 +198,10 @@ def on_page_markdown(markdown, page, config, files):
     }
     for marker, make in replacements.items():
         if marker in markdown:
-            markdown = markdown.replace(marker, make(uri))
+            args = (uri, page, config) if make is series_list else (uri,)
+            markdown = markdown.replace(marker, make(*args))
+    markdown = markdown.replace("<!-- repo_url -->", config.repo_url or "")
     note = next((n for n in _notes if n.src_uri == uri), None)
     if note is not None:
-        markdown += series_nav(note)
+        markdown = with_part(markdown, note) + series_nav(note, page, config)
     return markdown

@@ -101,7 +101,16 @@ def test_json_feed_has_one_item_per_note(built_site: Path) -> None:
         assert item["date_published"].startswith(note_date(item["title"]).isoformat())
 
 
-def test_feed_ids_are_the_same_on_a_rebuild(built_site: Path, tmp_path: Path) -> None:
+PLACEHOLDER = "commonplace.example.org"
+DEPLOYED = "https://notes.example.net/commonplace/"
+
+
+def test_a_deploy_rebuild_keeps_feed_ids_and_leaves_no_placeholder(
+    built_site: Path, tmp_path: Path
+) -> None:
+    """A second build, as the deploy job makes it (SITE_URL and DEPLOY=1): every
+    entry keeps its id and date (only the host differs), and no absolute URL in the
+    feeds or sitemap.xml points at the placeholder host."""
     import os
     import subprocess
     import sys
@@ -111,11 +120,16 @@ def test_feed_ids_are_the_same_on_a_rebuild(built_site: Path, tmp_path: Path) ->
         cwd=REPO,
         check=True,
         capture_output=True,
-        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        env={
+            **os.environ,
+            "NO_MKDOCS_2_WARNING": "1",
+            "SITE_URL": DEPLOYED,
+            "DEPLOY": "1",
+        },
     )
     ids = [
         {
-            (e.title, e.id, e.published)
+            (e.title, e.id.replace(f"https://{PLACEHOLDER}/", DEPLOYED), e.published)
             for e in feedparser.parse(
                 (site / "feed_rss_created.xml").read_bytes()
             ).entries
@@ -123,6 +137,18 @@ def test_feed_ids_are_the_same_on_a_rebuild(built_site: Path, tmp_path: Path) ->
         for site in (built_site, tmp_path)
     ]
     assert ids[0] == ids[1]
+    outputs = [
+        *tmp_path.glob("feed_*"),
+        *tmp_path.glob("feeds/*"),
+        tmp_path / "sitemap.xml",
+    ]
+    assert len(outputs) > 5
+    for out in outputs:
+        text = out.read_text(encoding="utf-8")
+        assert PLACEHOLDER not in text, out.name
+        assert DEPLOYED in text, out.name
+    rss = feedparser.parse((tmp_path / "feed_rss_created.xml").read_bytes())
+    assert rss.feed.image.href == DEPLOYED + "assets/images/favicon.png"
 
 
 def test_every_page_announces_the_feeds(built_site: Path) -> None:
@@ -290,30 +316,57 @@ def built_page(site: Path, post: Path) -> Path:
     return page
 
 
-def test_previous_and_next_stay_within_the_series(built_site: Path) -> None:
+def series_posts() -> dict[str, list[Path]]:
+    """Each series' notes, oldest first, from the notes' own front matter."""
     by_series: dict[str, list[Path]] = {}
     for post in sorted(POSTS, key=lambda p: (front_matter(p)["date"], p.name)):
         by_series.setdefault(front_matter(post)["categories"][0], []).append(post)
-    for series, posts in by_series.items():
+    return by_series
+
+
+def footer_links(html: str) -> dict[str, list[str]]:
+    return {
+        side: re.findall(rf'href="([^"]+)" class="md-footer__link[^"]*--{side}',
+                         html)
+        for side in ("prev", "next")
+    }  # fmt: skip
+
+
+def test_one_previous_and_one_next_and_both_within_the_series(built_site: Path) -> None:
+    """The footer's previous/next are the series' neighbours (not the blog's by
+    date), there is no second "Next", and the note says which part it is."""
+    for series, posts in series_posts().items():
         for i, post in enumerate(posts):
             page = built_page(built_site, post)
             html = page.read_text(encoding="utf-8")
-            nav = (
-                html.split('class="cp-series-nav"', 1)[1].split("</nav>", 1)[0]
-                if "cp-series-nav" in html
-                else ""
-            )
-            linked = {
-                (page.parent / h).resolve() for h in re.findall(r'href="([^"]+)"', nav)
-            }
-            expected = {
-                built_page(built_site, p).parent.resolve()
-                for p in posts[max(i - 1, 0) : i + 2]
-                if p != post
-            }
-            assert linked == expected, (
-                f"{post.name}: series links {linked} != {expected}"
-            )
+            links = footer_links(html)
+            for side, j in (("prev", i - 1), ("next", i + 1)):
+                expected = (
+                    [built_page(built_site, posts[j]).parent.resolve()]
+                    if 0 <= j < len(posts)
+                    else []
+                )
+                got = [(page.parent / h).resolve() for h in links[side]]
+                assert got == expected, f"{post.name}: {side} {got} != {expected}"
+            nav = html.split('class="cp-series-nav"', 1)[-1].split("</nav>", 1)[0]
+            hrefs = re.findall(r'href="([^"]+)"', nav)
+            assert all("category/" in h for h in hrefs), f"{post.name}: {hrefs}"
+            assert f"Part {i + 1} of {len(posts)} in the series" in html, post.name
+
+
+def test_series_pages_list_oldest_first_on_one_page(built_site: Path) -> None:
+    for series, posts in series_posts().items():
+        pages_with = [
+            p
+            for p in (built_site / "blog" / "category").glob("*/index.html")
+            if re.search(rf"<h1[^>]*>{re.escape(series)}<", p.read_text("utf-8"))
+        ]
+        assert len(pages_with) == 1, (series, pages_with)
+        html = pages_with[0].read_text(encoding="utf-8")
+        order = [int(n) for n in re.findall(r"Part (\d+) of \d+ in the series", html)]
+        assert order == list(range(1, len(posts) + 1)), (series, order)
+        for post in posts:  # every note, so none is on a page 2
+            assert front_matter(post)["slug"] in html, (series, post.name)
 
 
 SPEC = re.compile(
@@ -349,3 +402,133 @@ def test_chart_pages_carry_valid_specs_and_only_they_load_chart_code(
             validate(json.loads(text))
         assert html.count("<figcaption>") >= len(specs), f"{where}: no caption"
     assert with_charts, "no page has a chart"
+
+
+def series_slug(series: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", series.lower()).strip("-")
+
+
+def test_a_feed_per_series_with_dates_from_the_notes(built_site: Path) -> None:
+    """feeds/<series>.xml and .json: exactly that series' notes, the notes' dates,
+    plain-text summaries equal to the front-matter description, a named author."""
+    for series, posts in series_posts().items():
+        slug = series_slug(series)
+        rss = feedparser.parse((built_site / "feeds" / f"{slug}.xml").read_bytes())
+        assert not rss.bozo and rss.version == "rss20", rss.get("bozo_exception")
+        titles = {front_matter(p)["title"] for p in posts}
+        assert {e.title for e in rss.entries} == titles, series
+        for entry in rss.entries:
+            date = note_date(entry.title)
+            assert entry.published_parsed[:3] == (date.year, date.month, date.day)
+        newest = max(front_matter(p)["date"] for p in posts)
+        assert rss.feed.published_parsed[:3] == (newest.year, newest.month, newest.day)
+        feed = json.loads((built_site / "feeds" / f"{slug}.json").read_text("utf-8"))
+        assert {i["title"] for i in feed["items"]} == titles
+        assert feed["authors"] and feed["authors"][0]["name"]
+    whole = json.loads((built_site / "feed_json_created.json").read_text("utf-8"))
+    assert whole["authors"] and whole["authors"][0]["name"]
+    for entry in feedparser.parse(
+        (built_site / "feed_rss_created.xml").read_bytes()
+    ).entries:
+        meta = next(
+            front_matter(p) for p in POSTS if front_matter(p)["title"] == entry.title
+        )
+        assert "`" not in entry.summary, entry.title
+        assert entry.summary == meta["description"].replace("`", ""), entry.title
+
+
+def test_a_local_feed_asks_no_other_host(built_site: Path) -> None:
+    """The stylesheet shows the channel image: with the placeholder host there is
+    none, so the feed opened in a browser fetches nothing from elsewhere."""
+    for rss in [built_site / "feed_rss_created.xml", *built_site.glob("feeds/*.xml")]:
+        text = rss.read_text(encoding="utf-8")
+        assert "<image>" not in text and "None" not in text, rss
+        assert 'href="' in text.split("?>", 2)[1] and "rss.xsl" in text, rss
+        xsl = re.search(r'xml-stylesheet type="text/xsl" href="([^"]+)"', text)
+        assert (rss.parent / xsl.group(1)).resolve().is_file(), rss
+
+
+def test_a_deploy_build_refuses_the_placeholder_host(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "DEPLOY": "1"}
+    env.pop("SITE_URL", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert proc.returncode != 0
+    assert "SITE_URL" in proc.stderr and "placeholder" in proc.stderr
+
+
+def test_notebook_page_is_findable_offline_and_carries_provenance(
+    built_site: Path,
+) -> None:
+    page = built_site / "notebooks" / "tiling-step-by-step" / "index.html"
+    html = page.read_text(encoding="utf-8")
+    assert "cdnjs" not in html and "mathjax" not in html.lower()
+    assert 'class="cp-provenance"' in html
+    assert "katex.min.js" in html  # its $…$ spans have math to typeset
+    linked_from = [
+        p
+        for p in [built_site / "sitemap" / "index.html", *(built_site / "blog").rglob(
+            "index.html")]
+        if "notebooks/tiling-step-by-step/" in p.read_text(encoding="utf-8")
+    ]  # fmt: skip
+    assert built_site / "sitemap" / "index.html" in linked_from
+    assert any("/20" in str(p) for p in linked_from), "no note links the notebook"
+
+
+def test_math_and_diagram_code_only_where_used(built_site: Path) -> None:
+    for page in pages(built_site):
+        html = page.read_text(encoding="utf-8")
+        srcs = [ref for tag, ref, _ in refs(page) if tag in {"script", "link"}]
+        math = 'class="arithmatex"' in html or (
+            "jupyter-wrapper" in html and "$" in html
+        )
+        where = page.relative_to(built_site)
+        assert any("katex.min.js" in s for s in srcs) == math, where
+        diagram = 'class="mermaid"' in html
+        assert any("mermaid.min.js" in s for s in srcs) == diagram, where
+
+
+def test_search_index_holds_no_raw_tex(built_site: Path) -> None:
+    index = json.loads((built_site / "search" / "search_index.json").read_text("utf-8"))
+    raw = [
+        (d["location"], m)
+        for d in index["docs"]
+        for m in re.findall(r"\\[(\[]|\\(?:frac|alpha|cdot|infty|log)\b", d["text"])
+    ]
+    assert not raw, raw[:10]
+
+
+def test_home_page_and_provenance_link_the_repository(built_site: Path) -> None:
+    cfg = yaml.safe_load(
+        re.sub(r"!!python/\S+|!ENV", "", (REPO / "mkdocs.yml").read_text())
+    )
+    home = (built_site / "index.html").read_text(encoding="utf-8")
+    assert "&lt;this repository&gt;" not in home and "<this repository>" not in home
+    for series, posts in series_posts().items():
+        assert series in home and front_matter(posts[0])["slug"] in home, series
+    assert 'href="tags/"' in home or 'href="tags/index.html"' in home
+    note = next((built_site / "blog").glob("20*/*/*/*/index.html")).read_text("utf-8")
+    assert re.search(
+        r'cp-provenance">[^<]*commit <a href="https?://[^"]+/commit/', note
+    )
+    assert re.search(r'class="filename"><a href="https?://[^"]+/snippets/', note)
+    assert cfg["repo_url"]
+
+
+def test_tags_page_lists_every_tag_and_notes_link_to_it(built_site: Path) -> None:
+    tags_page = (built_site / "tags" / "index.html").read_text(encoding="utf-8")
+    for post in POSTS:
+        html = built_page(built_site, post).read_text(encoding="utf-8")
+        for tag in front_matter(post).get("tags") or []:
+            link = rf'<a href="[^"]*tags/#[^"]*" class="md-tag">\s*{re.escape(tag)}'
+            assert re.search(link, html), (post.name, tag)
+            assert re.search(rf">\s*{re.escape(tag)}\s*<", tags_page), tag

@@ -1,0 +1,195 @@
+"""Feeds that point where the site is, one per series, with clean summaries.
+
+* The placeholder host: ``site_url`` comes from ``SITE_URL``; without it the build uses
+  ``https://commonplace.example.org/``. A local build says so; a deploy build
+  (``DEPLOY=1``, set by the deploy job) refuses it.
+* The RSS channel image (which the feed's stylesheet shows in a browser) is the site's
+  own favicon under the real ``site_url``; with the placeholder there is none, so a feed
+  opened from a local build asks no other host for anything.
+* Summaries are the notes' front-matter ``description`` with the Markdown backticks
+  taken out (the feeds and the pages' ``<meta name="description">`` read it).
+* After the rss plugin writes the whole-site feeds, every series gets its own:
+  ``feeds/<series-slug>.xml`` (RSS) and ``feeds/<series-slug>.json`` (JSON Feed), the
+  same items, filtered by the series (one of the item's categories).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from email.utils import format_datetime, parsedate_to_datetime
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from mkdocs.exceptions import PluginError
+from mkdocs.plugins import event_priority
+from mkdocs.utils import get_relative_url
+
+PLACEHOLDER_HOST = "commonplace.example.org"
+FEEDS_DIR = "feeds"
+FAVICON = "assets/images/favicon.png"
+log = logging.getLogger("mkdocs.hooks.feeds")
+
+
+def uses_placeholder(site_url: str) -> bool:
+    return urlsplit(site_url or "").hostname == PLACEHOLDER_HOST
+
+
+@event_priority(100)  # before the rss plugin reads the image and the site_url
+def on_config(config):
+    site_url = config.site_url or ""
+    if uses_placeholder(site_url):
+        if os.environ.get("DEPLOY") == "1":
+            raise PluginError(
+                f"deploy build with the placeholder site_url {site_url}:"
+                " set SITE_URL to where the site is published"
+            )
+        log.info(
+            "site_url is the placeholder %s (set SITE_URL for a deploy build):"
+            " feed and sitemap.xml addresses point there",
+            site_url,
+        )
+    rss = config.plugins.get("rss")
+    if rss is not None:
+        image = os.environ.get("FEED_IMAGE_URL") or (
+            "" if uses_placeholder(site_url) else site_url.rstrip("/") + "/" + FAVICON
+        )
+        rss.config.image = image or None
+    return config
+
+
+def clean_summary(text: str) -> str:
+    """Markdown code spans to plain text: the feeds carry no Markdown."""
+    return re.sub(r"`+([^`]*)`+", r"\1", text).replace("`", "")
+
+
+@event_priority(100)  # before the rss plugin reads the description (on_page_content)
+def on_page_markdown(markdown, page, config, files):
+    if isinstance(page.meta.get("description"), str):
+        page.meta["description"] = clean_summary(page.meta["description"])
+    if "<!-- feeds:series -->" in markdown:
+        markdown = markdown.replace("<!-- feeds:series -->", series_table(page, config))
+    return markdown
+
+
+def series_table(page, config) -> str:
+    """The Subscribe page's table of per-series feeds."""
+    rows = ["| series | RSS 2.0 | JSON Feed 1.1 |", "| --- | --- | --- |"]
+    for series, rss, jsn in series_feeds(config):
+        links = [
+            f'<a href="{get_relative_url(path, page.url)}"><code>{path}</code></a>'
+            for path in (rss, jsn)
+        ]
+        rows.append(f"| {series} | {links[0]} | {links[1]} |")
+    return "\n".join(rows)
+
+
+def series_slug(series: str, config) -> str:
+    blog = config.plugins["material/blog"].config
+    return blog.categories_slugify(series, blog.categories_slugify_separator)
+
+
+ITEM = re.compile(r"\s*<item>.*?</item>", re.S)
+CATEGORY = re.compile(r"<category>(.*?)</category>", re.S)
+
+
+def _unescape(text: str) -> str:
+    return (
+        text.replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", '"')
+        .replace("&#39;", "'")
+        .replace("&amp;", "&")
+    )
+
+
+def series_rss(whole: str, series: str, title: str, self_url: str) -> str:
+    """The whole-site RSS text with only the items that have ``series`` among their
+    categories, and the channel's title and self link made the series'."""
+    items = [m.group(0) for m in ITEM.finditer(whole)]
+    keep = [
+        item
+        for item in items
+        if series in [_unescape(c.strip()) for c in CATEGORY.findall(item)]
+    ]
+    first = ITEM.search(whole)
+    head = whole[: first.start()] if first else whole.split("</channel>")[0]
+    tail = whole[whole.rfind("</item>") + len("</item>") :] if first else ""
+    head = re.sub(
+        r"<title>.*?</title>", f"<title>{_escape(title)}</title>", head, count=1
+    )
+    head = re.sub(r'(<atom:link href=")[^"]*(")', rf"\g<1>{self_url}\2", head, count=1)
+    return head + "".join(keep) + tail
+
+
+def settle(rss: str) -> str:
+    """No image element without an image (the template writes ``<url>None</url>``),
+    and the channel dated by its newest note rather than by the build."""
+    rss = re.sub(r"\s*<image>\s*<url>None</url>.*?</image>", "", rss, flags=re.S)
+    dates = [
+        parsedate_to_datetime(d)
+        for item in ITEM.findall(rss)
+        for d in re.findall(r"<pubDate>(.*?)</pubDate>", item)
+    ]
+    if dates:
+        newest = format_datetime(max(dates))
+        for tag in ("pubDate", "lastBuildDate"):
+            head, sep, rest = rss.partition("<item>")
+            head = re.sub(rf"<{tag}>.*?</{tag}>", f"<{tag}>{newest}</{tag}>", head, 1)
+            rss = head + sep + rest
+    return rss
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def series_json(whole: dict, series: str, title: str, self_url: str) -> dict:
+    return {
+        **whole,
+        "title": title,
+        "feed_url": self_url,
+        "items": [i for i in whole["items"] if series in (i.get("tags") or [])],
+    }
+
+
+def series_feeds(config) -> list[tuple[str, str, str]]:
+    """(series, RSS path, JSON path) for every series, paths relative to the site."""
+    allowed = config.plugins["material/blog"].config.categories_allowed
+    return [
+        (s, f"{FEEDS_DIR}/{series_slug(s, config)}.xml",
+         f"{FEEDS_DIR}/{series_slug(s, config)}.json")
+        for s in allowed
+    ]  # fmt: skip
+
+
+def on_post_build(config):
+    site = Path(config.site_dir)
+    for name in ("feed_rss_created.xml", "feed_rss_updated.xml"):
+        path = site / name
+        path.write_text(settle(path.read_text(encoding="utf-8")), encoding="utf-8")
+    for name in ("feed_json_updated.json", "feed_json_created.json"):
+        json_file = site / name
+        whole_json = json.loads(json_file.read_text(encoding="utf-8"))
+        if not whole_json.get("icon"):
+            whole_json.pop("icon", None)
+        if config.site_author:
+            whole_json["authors"] = [{"name": config.site_author}]
+        json_file.write_text(
+            json.dumps(whole_json, indent=4, ensure_ascii=False), encoding="utf-8"
+        )
+    rss_file = site / "feed_rss_created.xml"
+    whole_rss = rss_file.read_text(encoding="utf-8")
+    (site / FEEDS_DIR).mkdir(exist_ok=True)
+    base = config.site_url.rstrip("/") + "/"
+    for series, rss_path, json_path in series_feeds(config):
+        title = f"{config.site_name}: {series}"
+        rss = settle(series_rss(whole_rss, series, title, base + rss_path))
+        rss = rss.replace('href="rss.xsl"', 'href="../rss.xsl"', 1)
+        (site / rss_path).write_text(rss, encoding="utf-8")
+        feed = series_json(whole_json, series, title, base + json_path)
+        (site / json_path).write_text(
+            json.dumps(feed, indent=4, ensure_ascii=False), encoding="utf-8"
+        )

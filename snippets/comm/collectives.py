@@ -19,6 +19,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed import ReduceOp
 
+from snippets.comm.collective_frames import CASES, record_collective
 from snippets.comm.rooted_collectives import broadcast, gather, reduce, scatter
 from snippets.comm.symmetric_collectives import (
     all_gather,
@@ -26,6 +27,7 @@ from snippets.comm.symmetric_collectives import (
     barrier,
     reduce_scatter,
 )
+from snippets.comm.trace_frames import player_html
 from snippets.core.cli import main_entry
 from snippets.core.runtime import Spec, device, print0
 
@@ -175,7 +177,15 @@ def main() -> dict:
         f"barrier: rank {p - 1} came {BARRIER_DELAY_S:g} s late; the first rank left "
         f"{first_out - last_in:.4f} s after it came"
     )
-    return {"tables": {"schedules": table}, "world_size": p}
+    # each animation's last frame == the run's buffers and torch's (else it raises)
+    anims = {c: record_collective(c) for c in CASES}
+    steps = " ".join(str(len(a["frames"]) - 1) for a in anims.values())
+    print0(f"animated, in {steps} steps: last frame == the run's and torch's ✓")
+    return {
+        "tables": {"schedules": table},
+        "markdown": {f"animation_{c}": player_html(a) for c, a in anims.items()},
+        "world_size": p,
+    }
 
 
 if __name__ == "__main__":

@@ -97,6 +97,21 @@ def _note(
         trace.append(Send(step, dist.get_rank(), dst, start, stop, size, phase))
 
 
+def note_send(
+    trace: list | None,
+    step: int,
+    dst: int,
+    start: int,
+    stop: int,
+    nbytes: int,
+    phase: str,
+) -> None:
+    """Note a message whose data is a whole tensor in ``trace`` (if given): [start,
+    stop) then names the pieces it fills in the animation's layout, not elements."""
+    if trace is not None:
+        trace.append(Send(step, dist.get_rank(), dst, start, stop, nbytes, phase))
+
+
 def send(
     flat: torch.Tensor,
     start: int,

@@ -22,6 +22,9 @@ import time
 import torch
 import torch.distributed as dist
 
+from snippets.comm.messages import note_send
+from snippets.comm.swap_frames import record_deadlock, record_swap
+from snippets.comm.trace_frames import player_html
 from snippets.core.cli import main_entry, positive_float
 from snippets.core.runtime import Spec, device, print0
 
@@ -49,9 +52,13 @@ def swap_by_parity(mine: torch.Tensor, theirs: torch.Tensor, peer: int) -> None:
 
 
 # --8<-- [start:nonblocking]
-def swap_nonblocking(mine: torch.Tensor, theirs: torch.Tensor, peer: int) -> None:
+def swap_nonblocking(
+    mine: torch.Tensor, theirs: torch.Tensor, peer: int, trace: list | None = None
+) -> None:
     """isend/irecv return at once with a Work handle; the order no longer matters.
     Until wait() returns, `mine` may still be read and `theirs` may still be written."""
+    r, size = dist.get_rank(), mine.numel() * mine.element_size()
+    note_send(trace, 0, peer, r, r + 1, size, "isend")  # slot r: rank r's tensor
     works = [dist.isend(mine, peer), dist.irecv(theirs, peer)]
     for w in works:
         w.wait()
@@ -69,14 +76,22 @@ def swap_batched(mine: torch.Tensor, theirs: torch.Tensor, peer: int) -> None:
 
 # --8<-- [start:deadlock]
 def both_send_first(
-    mine: torch.Tensor, theirs: torch.Tensor, peer: int, group: dist.ProcessGroup
+    mine: torch.Tensor,
+    theirs: torch.Tensor,
+    peer: int,
+    group: dist.ProcessGroup,
+    trace: list | None = None,
 ) -> None:
     """Wrong on purpose: each rank's send waits for a recv the other never reaches."""
+    r, size = dist.get_rank(), mine.numel() * mine.element_size()
+    note_send(trace, 0, peer, r, r + 1, size, "send")  # noted before it blocks
     dist.send(mine, peer, group=group)
     dist.recv(theirs, peer, group=group)
 
 
-def deadlock_demo(peer: int, timeout_s: float) -> tuple[float, str]:
+def deadlock_demo(
+    peer: int, timeout_s: float, trace: list | None = None
+) -> tuple[float, str]:
     """Run both_send_first in a group of its own whose timeout is ``timeout_s``;
     return how long it took to fail and the backend's error ('' if it did not block,
     as on a backend that buffers small sends: the run then says so)."""
@@ -89,7 +104,7 @@ def deadlock_demo(peer: int, timeout_s: float) -> tuple[float, str]:
     mine, theirs = torch.ones(1, device=device()), torch.empty(1, device=device())
     start = time.perf_counter()
     try:
-        both_send_first(mine, theirs, peer, short)
+        both_send_first(mine, theirs, peer, short, trace)
     except RuntimeError as exc:
         return time.perf_counter() - start, str(exc).splitlines()[0]
     return time.perf_counter() - start, ""
@@ -154,7 +169,11 @@ def main(deadlock_timeout: float = 3.0) -> dict:
             )
         rows.append({"exchange": name, "result": "both got the other's tensor ✓"})
 
-    seconds, error = deadlock_demo(peer, deadlock_timeout)
+    sends: list = []
+    seconds, error = deadlock_demo(peer, deadlock_timeout, sends)
+    # the timed-out run as frames, then the isend/irecv fix (each checked inside)
+    stuck = record_deadlock(sends, error, 1.0, f"{deadlock_timeout:g} s")
+    fixed = record_swap(swap_nonblocking, peer)
     got = write_before_wait(peer) if paired else []
     everyone: list = [None] * p
     dist.all_gather_object(everyone, {"seconds": seconds, "error": error, "got": got})
@@ -198,6 +217,7 @@ def main(deadlock_timeout: float = 3.0) -> dict:
         print0("    this time the data left before the write; still: wait() first.")
     return {
         "tables": {"exchanges": rows},
+        "markdown": {"deadlock": player_html(stuck), "swap": player_html(fixed)},
         "deadlocked": blocked,
         "deadlock_seconds": [e["seconds"] for e in everyone[:2]],
         "write_before_wait_received": received,

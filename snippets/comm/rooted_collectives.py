@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed import ReduceOp
 
-from snippets.comm.messages import wait_all
+from snippets.comm.messages import note_send, wait_all
 from snippets.comm.plumbing import (
     agree_on_size,
     async_problem,
@@ -37,9 +37,11 @@ def broadcast(
     src: int,
     group: dist.ProcessGroup | None = None,
     async_op: bool = False,
+    trace: list | None = None,
 ) -> None:
     """Binomial tree: in round k every rank that has the data sends it 2^k ranks
-    further, so ⌈log2 p⌉ rounds instead of the root sending p−1 times."""
+    further, so ⌈log2 p⌉ rounds instead of the root sending p−1 times. ``trace``,
+    where given, gets a ``Send`` per message (here and below: an animation's data)."""
     ranks, me = group_ranks(group)
     problem = peer_problem(src, ranks, "src") or async_problem(async_op)
     agree_on_size(tensor, group, "broadcast", problem)
@@ -54,7 +56,10 @@ def broadcast(
     works, mask = [], mask >> 1
     while mask > 0:  # then forward to the ranks below me in the tree
         if v + mask < p:
-            works.append(dist.isend(tensor, ranks[(v + mask + root) % p], group=group))
+            to, n = ranks[(v + mask + root) % p], tensor.numel()
+            step = (p - 1).bit_length() - mask.bit_length()  # the root's first is 0
+            note_send(trace, step, to, 0, n, n * tensor.element_size(), "broadcast")
+            works.append(dist.isend(tensor, to, group=group))
         mask >>= 1
     wait_all(works)
 
@@ -65,6 +70,7 @@ def reduce(
     op: ReduceOp = ReduceOp.SUM,
     group: dist.ProcessGroup | None = None,
     async_op: bool = False,
+    trace: list | None = None,
 ) -> None:
     """Binomial tree run backwards: partial results meet at the root in ⌈log2 p⌉
     rounds. Only ``dst`` gets the result; other ranks' tensors are left as they were."""
@@ -81,7 +87,10 @@ def reduce(
     buf, mask = torch.empty_like(tensor), 1
     while mask < p:
         if v & mask:
-            dist.send(acc, ranks[(v - mask + root) % p], group=group)
+            to, n = ranks[(v - mask + root) % p], acc.numel()
+            step = mask.bit_length() - 1
+            note_send(trace, step, to, 0, n, n * acc.element_size(), "reduce")
+            dist.send(acc, to, group=group)
             break
         if v + mask < p:
             dist.recv(buf, ranks[(v + mask + root) % p], group=group)
@@ -97,6 +106,7 @@ def scatter(
     src: int = 0,
     group: dist.ProcessGroup | None = None,
     async_op: bool = False,
+    trace: list | None = None,
 ) -> None:
     """The root sends piece j straight to rank j: p−1 messages, all in flight."""
     ranks, me = group_ranks(group)
@@ -107,11 +117,12 @@ def scatter(
     if ranks[me] != src:
         dist.recv(tensor, src, group=group)
         return
-    works = [
-        dist.isend(piece.contiguous(), r, group=group)
-        for piece, r in zip(scatter_list, ranks)
-        if r != src
-    ]
+    works = []
+    for j, (piece, r) in enumerate(zip(scatter_list, ranks)):
+        if r != src:
+            size = piece.numel() * piece.element_size()
+            note_send(trace, 0, r, j, j + 1, size, "scatter")  # piece j
+            works.append(dist.isend(piece.contiguous(), r, group=group))
     tensor.copy_(scatter_list[me])
     wait_all(works)
 
@@ -122,6 +133,7 @@ def gather(
     dst: int = 0,
     group: dist.ProcessGroup | None = None,
     async_op: bool = False,
+    trace: list | None = None,
 ) -> None:
     """Every rank sends its tensor straight to the root, which receives all p−1."""
     ranks, me = group_ranks(group)
@@ -130,6 +142,8 @@ def gather(
         problem = list_problem(gather_list, tensor, len(ranks), "gather_list")
     agree_on_size(tensor, group, "gather", problem)
     if ranks[me] != dst:
+        size = tensor.numel() * tensor.element_size()
+        note_send(trace, 0, dst, me, me + 1, size, "gather")  # into slot me
         dist.send(tensor.contiguous(), dst, group=group)
         return
     works = [

@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed import ReduceOp
 
-from snippets.comm.messages import exchange, wait_all
+from snippets.comm.messages import exchange, note_send, wait_all
 from snippets.comm.plumbing import (
     agree,
     agree_on_size,
@@ -34,9 +34,11 @@ def all_gather(
     tensor: torch.Tensor,
     group: dist.ProcessGroup | None = None,
     async_op: bool = False,
+    trace: list | None = None,
 ) -> None:
     """Ring: in step k each rank passes the piece it got in step k−1 to its right-hand
-    neighbour; after p−1 steps every rank holds every piece."""
+    neighbour; after p−1 steps every rank holds every piece. ``trace``, where given,
+    gets a ``Send`` per message, naming the piece it fills (an animation's data)."""
     ranks, me = group_ranks(group)
     p = len(ranks)
     problem = list_problem(tensor_list, tensor, p, "tensor_list")
@@ -46,6 +48,8 @@ def all_gather(
     for k in range(p - 1):
         piece = tensor_list[(me - k) % p].contiguous().view(-1)
         into = tensor_list[(me - k - 1) % p]
+        c, size = (me - k) % p, piece.numel() * piece.element_size()
+        note_send(trace, k, right, c, c + 1, size, "all-gather")
         wait_all(exchange(piece, 0, piece.numel(), right, into, left, group))
 
 
@@ -55,6 +59,7 @@ def reduce_scatter(
     op: ReduceOp = ReduceOp.SUM,
     group: dist.ProcessGroup | None = None,
     async_op: bool = False,
+    trace: list | None = None,
 ) -> None:
     """Ring: the partial result for piece c travels once around the ring, picking up
     one rank's contribution per step, and arrives complete at rank c after p−1 steps."""
@@ -71,6 +76,8 @@ def reduce_scatter(
     incoming = torch.empty_like(output)
     for k in range(p - 1):  # receive the partial of piece (me − k − 2) mod p
         flat = partial.view(-1)
+        c, size = (me - k - 1) % p, flat.numel() * flat.element_size()
+        note_send(trace, k, right, c, c + 1, size, "reduce-scatter")  # piece c
         wait_all(exchange(flat, 0, flat.numel(), right, incoming, left, group))
         combine_(incoming, input_list[(me - k - 2) % p], op)
         partial, incoming = incoming, partial  # the sent buffer takes the next one
@@ -83,6 +90,7 @@ def all_to_all(
     input_tensor_list: list[torch.Tensor],
     group: dist.ProcessGroup | None = None,
     async_op: bool = False,
+    trace: list | None = None,
 ) -> None:
     """Pairwise exchange: rank i's input piece j lands in rank j's output slot i.
     Sizes may differ per pair, but what i sends to j must be what j expects from i."""
@@ -106,6 +114,8 @@ def all_to_all(
     works = []
     for k in range(1, p):  # send k ranks to my right, receive from k to my left
         to, frm = (me + k) % p, (me - k) % p
+        c, size = me * p + to, ins[to].numel() * ins[to].element_size()
+        note_send(trace, k - 1, ranks[to], c, c + 1, size, "all-to-all")  # (me → to)
         works.append(dist.isend(ins[to].contiguous(), ranks[to], group=group))
         works.append(dist.irecv(outs[frm], ranks[frm], group=group))
     outs[me].copy_(ins[me])

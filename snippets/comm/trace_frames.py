@@ -6,7 +6,14 @@ holds summed so far (a rank appears twice if its input was added twice: a bug th
 final-frame check catches). In each step every message reads the sender's buffer as
 it was before the step; an ``add`` message is summed into the receiver's same range,
 a ``copy`` overwrites it. The phase a snippet names on each ``Send`` says which
-(``ACTIONS``); an unknown phase is an error, not a guess.
+(``ACTIONS``); an unknown phase is an error, not a guess. A ``blocked`` message was
+posted and never matched: the receiver gets nothing.
+
+Buffers need not start full: ``start`` gives each rank's first cells, where ``[]`` is
+an empty piece (a gather's slots before anything arrived). A frame may carry its own
+``values`` (what a run recorded at that step, as ring attention's running
+log-sum-exp); otherwise a cell's value is the sum of the inputs it names. A final
+value of ``None`` is a place the collective leaves undefined, and is not compared.
 
 ``record_allreduce`` runs one all-reduce with ``trace=`` on every rank, gathers the
 trace, the first and final buffers and ``dist.all_reduce``'s answer, and returns the
@@ -36,19 +43,30 @@ ACTIONS = {  # phase named on a Send → what the receiver does with it
     "broadcast": "copy",
     "all-gather": "copy",
     "unfold": "copy",
+    "scatter": "copy",
+    "gather": "copy",
+    "all-to-all": "copy",
+    "send": "copy",
+    "isend": "copy",
+    "blocked": "blocked",
 }
 
 
-def replay(trace: list[Send], p: int, numel: int) -> list[list[list[list[int]]]]:
+def replay(
+    trace: list[Send], p: int, numel: int, start: list | None = None
+) -> list[list[list[list[int]]]]:
     """states[k][rank][i]: the ranks whose inputs element i holds after k steps
-    (states[0]: each rank its own); one state per distinct step of the trace."""
-    state = [[[r] for _ in range(numel)] for r in range(p)]
+    (states[0]: ``start``, by default each rank its own); one state per distinct
+    step of the trace."""
+    state = start or [[[r] for _ in range(numel)] for r in range(p)]
     states = [state]
     for step in sorted({s.step for s in trace}):
         before, state = state, [[list(c) for c in row] for row in state]
         for s in (s for s in trace if s.step == step):
             if s.phase not in ACTIONS:
                 raise ValueError(f"phase {s.phase!r} of {s} is not in ACTIONS")
+            if ACTIONS[s.phase] == "blocked":
+                continue
             for i in range(s.start, s.stop):
                 got = before[s.src][i]
                 add = ACTIONS[s.phase] == "add"
@@ -74,19 +92,30 @@ def label(cell: list[int]) -> str:
 
 
 def frame_values(cells: list[list[list[int]]], inputs: list[list[float]]) -> list:
-    """What each rank's buffer holds in a frame: element i sums inputs[r][i] over r."""
+    """What each rank's buffer holds in a frame: element i sums inputs[r][i] over r
+    (``None`` where it holds nothing)."""
     return [
-        [sum(inputs[r][i] for r in cell) for i, cell in enumerate(row)] for row in cells
+        [
+            sum(inputs[r][i] for r in cell) if cell else None
+            for i, cell in enumerate(row)
+        ]
+        for row in cells
     ]
 
 
 def animation(
-    trace: list[Send], inputs: list[list[float]], final: list[list[float]], title: str
+    trace: list[Send],
+    inputs: list[list[float]],
+    final: list[list[float]],
+    title: str,
+    start: list | None = None,
+    slots: list[str] | None = None,
 ) -> dict:
     """The player's data: frame 0 is the start; frame k shows step k's messages and
-    the buffers after them. ``final``: what the run's tensors held at the end."""
+    the buffers after them. ``final``: what the run's tensors held at the end;
+    ``slots``: names drawn over the cells' columns."""
     p, numel = len(inputs), len(inputs[0])
-    states = replay(trace, p, numel)
+    states = replay(trace, p, numel, start)
     steps = sorted({s.step for s in trace})
     frames = [{"label": "start", "messages": [], "cells": states[0]}]
     for k, step in enumerate(steps, 1):
@@ -119,19 +148,20 @@ def animation(
         "final": final,
         "final_labels": labels,
         "frames": frames,
-    }
+    } | ({"slots": slots} if slots else {})
 
 
 def check_animation(anim: dict, expected: list[list[float]]) -> None:
     """Raise AssertionError unless the last frame's buffers equal ``expected`` (the
     oracle's) and the run's recorded ``final`` buffers, element for element."""
-    drawn = frame_values(anim["frames"][-1]["cells"], anim["inputs"])
+    last = anim["frames"][-1]
+    drawn = last.get("values") or frame_values(last["cells"], anim["inputs"])
     for what, want in (("the oracle", expected), ("the run", anim["final"])):
         bad = [
             (r, i, got, w)
             for r, (row, wrow) in enumerate(zip(drawn, want))
             for i, (got, w) in enumerate(zip(row, wrow))
-            if got != w
+            if w is not None and got != w
         ]
         if bad or len(drawn) != len(want):
             r, i, got, w = (bad or [(len(drawn), 0, None, None)])[0]

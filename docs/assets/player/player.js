@@ -7,7 +7,10 @@
    summed so far, and the messages of that step. A rank's buffer is a row of cells; a
    cell names its ranks ("0–2,4") and colours one stripe per rank it holds. The step's
    messages are arrows from row to row, solid where the receiver adds, dashed where it
-   copies, with their bytes.
+   copies, dotted and crossed where the send was posted and never matched ("blocked"),
+   with their bytes. An empty cell ([]) is a piece not yet there; a frame's own
+   "values" (recorded by the run) replace the sums of the inputs; "slots" names the
+   columns, drawn over them where they fit.
 
    Keys (on the figure or its buttons): ← → step, Home End first and last, Space play
    and pause. With prefers-reduced-motion there is no autoplay and no transition. */
@@ -15,7 +18,7 @@
   "use strict";
   const SVG = "http://www.w3.org/2000/svg";
   const STEP_MS = 1300;
-  const ROW = 44, CELL_H = 32, LABEL_W = 46, TOP = 6;
+  const ROW = 44, CELL_H = 32, LABEL_W = 46;
 
   const reducedMotion = () =>
     !!(window.matchMedia && window.matchMedia("(prefers-reduced-motion: reduce)").matches);
@@ -93,8 +96,10 @@
       this.scrub.max = String(this.a.frames.length - 1);
       this.scrub.setAttribute("aria-label", "Step");
       this.scrub.addEventListener("input", () => this.go(+this.scrub.value, true));
-      const legend = html("p", "cp-player__legend",
-        undefined, "solid arrow: added in · dashed: copied over · stripes: ranks summed");
+      const blocked = anim.frames.some((f) => f.messages.some((m) => m.action === "blocked"));
+      const legend = html("p", "cp-player__legend", undefined,
+        "solid arrow: added in · dashed: copied over · stripes: ranks summed" +
+        (blocked ? " · dotted, crossed: sent, never received" : ""));
       for (const e of [this.view, this.status, bar, legend]) fig.insertBefore(e, caption);
       fig.tabIndex = 0;
       fig.setAttribute("role", "group");
@@ -177,6 +182,9 @@
       const arcW = Math.min(110, 44 + 11 * far);
       const cw = Math.min(84, (W - LABEL_W - arcW) / n);
       const right = LABEL_W + cw * n;
+      // column names only where every one fits at the cells' width
+      const heads = a.slots && Math.max(...a.slots.map((t) => t.length)) * 6.2 < cw - 2;
+      const TOP = heads ? 20 : 6;
       const H = TOP + ROW * p;
       const root = svg("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`,
                                 class: "cp-player__svg", role: "img" });
@@ -187,6 +195,10 @@
       const head = svg("marker", { id: this.markerId, viewBox: "0 0 8 8", refX: 7,
         refY: 4, markerWidth: 7, markerHeight: 7, orient: "auto-start-reverse" }, defs);
       svg("path", { d: "M0,0 L8,4 L0,8 z", class: "cp-player__head" }, head);
+      if (heads) {
+        a.slots.forEach((t, i) => svg("text", { x: LABEL_W + (i + 0.5) * cw, y: 12,
+          "text-anchor": "middle", class: "cp-player__slot" }, root, t));
+      }
 
       for (let r = 0; r < p; r++) {
         const y = TOP + r * ROW;
@@ -195,16 +207,24 @@
         for (let i = 0; i < n; i++) {
           const cell = frame.cells[r][i], text = label(cell);
           const changed = prev && label(prev.cells[r][i]) !== text;
-          const g = svg("g", { class: "cp-player__cell" + (changed ? " cp-player__cell--new" : ""),
-                               "data-rank": r, "data-slot": i, "data-label": text }, root);
+          const value = frame.values ? frame.values[r][i]
+            : cell.length ? cell.reduce((s, q) => s + a.inputs[q][i], 0) : null;
+          const g = svg("g", { class: "cp-player__cell" + (changed ? " cp-player__cell--new" : "")
+                               + (cell.length ? "" : " cp-player__cell--empty"),
+                               "data-rank": r, "data-slot": i, "data-label": text,
+                               "data-value": value === null ? "" : String(value) }, root);
           const x = LABEL_W + i * cw;
-          const value = cell.reduce((s, q) => s + a.inputs[q][i], 0);
-          svg("title", {}, g, `rank ${r}, element ${i}: ranks ${text} summed = ${value}`);
+          const what = a.slots ? a.slots[i] : "element " + i;
+          svg("title", {}, g, `rank ${r}, ${what}: ` + (!cell.length ? "empty"
+            : frame.values ? `ranks ${text}, ${value}` : `ranks ${text} summed = ${value}`));
           svg("rect", { x: x + 1, y, width: cw - 2, height: CELL_H, rx: 3,
                         class: "cp-player__box" }, g);
           const t = svg("text", { x: x + cw / 2, y: y + 14, "text-anchor": "middle",
                                   class: "cp-player__label" }, g, text);
-          if (text.length * 6.2 > cw - 6) {
+          if (frame.values && value !== null) { // a recorded value: after the ranks
+            svg("tspan", { class: "cp-player__value" }, t, " " + value);
+          }
+          if (t.textContent.length * 6.2 > cw - 6) {
             t.setAttribute("textLength", String(cw - 6));
             t.setAttribute("lengthAdjust", "spacingAndGlyphs");
           }
@@ -225,8 +245,15 @@
         const bulge = 12 + 11 * d + (m.src > m.dst ? 7 : 0);
         const cls = "cp-player__msg cp-player__msg--" + m.action;
         const g = svg("g", { class: cls, "data-src": m.src, "data-dst": m.dst }, root);
+        const stuck = m.action === "blocked";
         svg("path", { d: `M${x0},${y1 - 3} C${x0 + bulge},${y1 - 3} ${x0 + bulge},${y2 + 3}` +
-                         ` ${x0 + 2},${y2 + 3}`, "marker-end": `url(#${this.markerId})` }, g);
+                         ` ${x0 + 2},${y2 + 3}`,
+                      "marker-end": stuck ? "" : `url(#${this.markerId})` }, g);
+        if (stuck) { // a cross where it would have arrived
+          const cx = x0 + 6, cy = y2 + 3;
+          svg("path", { d: `M${cx - 4},${cy - 4} L${cx + 4},${cy + 4} M${cx - 4},${cy + 4}` +
+                           ` L${cx + 4},${cy - 4}`, class: "cp-player__cross" }, g);
+        }
         for (const [lo, hi] of m.ranges) { // where the sent elements sit in the sender
           svg("rect", { x: LABEL_W + lo * cw + 1, y: TOP + m.src * ROW - 1.5,
                         width: (hi - lo) * cw - 2, height: CELL_H + 3, rx: 4,
@@ -240,7 +267,8 @@
         if (ly === undefined) continue;
         placed.push([lx, ly]);
         svg("text", { x: Math.min(lx, W - 2), y: ly, class: "cp-player__bytes",
-                      "text-anchor": lx > W - 40 ? "end" : "start" }, g, bytes(m.bytes));
+                      "text-anchor": lx > W - 40 ? "end" : "start" }, g,
+            bytes(m.bytes) + (stuck ? " blocked" : ""));
       }
       this.view.replaceChildren(root);
       const sizes = new Set(moves.map((m) => m.bytes)), count = moves.length;

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from snippets.core.cli import main_entry, positive_int
 from snippets.core.runtime import Spec, UsageError, print0
-from snippets.hardware.topology_diagram import mermaid
+from snippets.hardware.topology_diagram import graph, mermaid
 from snippets.hardware.topology_legend import closeness, link_kind
 from snippets.hardware.topology_model import (
     best_ring,
@@ -201,6 +201,7 @@ def explain(topo: Topology, source: str, gens: tuple[int | None, int | None]) ->
         )
         say(f"TP={size}: {groups} (slowest link inside a group {slowest:g} GB/s)", "  ")
     result.update(ring=[gpus[g].name for g in ring], busbw_gbps=min(hops))
+    result["figures"] = {"graph": graph(topo, w, ring)}
     return result
 
 

@@ -24,6 +24,7 @@ import torch.distributed as dist
 
 from snippets.core.cli import main_entry, positive_float, positive_int
 from snippets.core.runtime import Spec, print0
+from snippets.core.timeline_chart import timeline_chart
 from snippets.models.tiny_gpt import GPT, GPTConfig
 from snippets.parallel.ddp import DDP, global_batches
 
@@ -91,6 +92,23 @@ def chrome_trace(per_rank: list[list[dict]]) -> dict:
 # --8<-- [end:spans]
 
 
+def overlap_chart(table: list[dict]) -> dict:
+    """Per rank, a lane of backward compute per bucket and a lane of its all-reduce."""
+    spans = [
+        {"lane": f"rank {r['rank']} {kind}", "kind": kind, "label": f"bucket "
+         f"{r['bucket']}", "start": r[a] / 1e3, "end": r[b] / 1e3}
+        for r in table
+        for kind, a, b in (("backward", "compute_from", "ready"),
+                           ("all-reduce", "start", "end"))
+    ]  # fmt: skip
+    return timeline_chart(
+        spans, title="One DDP step: buckets' backward and all-reduce",
+        x_label="time after backward started (ms)", kinds=["backward", "all-reduce"],
+        description="Per rank, when each bucket's gradients were computed and when "
+        "its all-reduce ran, as stamped.",
+    )  # fmt: skip
+
+
 def main(bucket_cap_mb: float = 0.25, steps: int = 2, trace: str | None = None) -> dict:
     """Train a few steps; keep the last step's stamps (the first ones warm up)."""
     p, rank = dist.get_world_size(), dist.get_rank()
@@ -126,6 +144,7 @@ def main(bucket_cap_mb: float = 0.25, steps: int = 2, trace: str | None = None) 
         print0(f"rank {r_rank}: {100 * h:.0f}% of all-reduce time inside backward")
     return {
         "tables": {"timeline": table},
+        "figures": {"overlap": overlap_chart(table)},
         "hidden_fraction": hidden,
         "chrome_trace": chrome_trace(per_rank),
         "provenance": {"backend": dist.get_backend(), "world_size": p},

@@ -51,3 +51,14 @@ def test_a_real_step_is_stamped_in_order(tmp_path) -> None:
     assert all(0.0 <= h <= 1.0 for h in result["hidden_fraction"])
     written = json.loads(path.read_text())
     assert written == result["chrome_trace"]
+
+
+def test_the_overlap_chart_draws_every_stamp_of_every_rank() -> None:
+    table = [{"rank": r, **row} for r in (0, 1) for row in spans(STAMPS, T0)]
+    spec = ddp_timeline.overlap_chart(table)
+    drawn = {
+        (s["lane"], s["label"], s["start"], s["end"]) for s in spec["data"]["values"]
+    }
+    want = {(f"rank {r} backward", "bucket 1", 0.0, 0.001) for r in (0, 1)}
+    want |= {(f"rank {r} all-reduce", "bucket 0", 0.005, 0.009) for r in (0, 1)}
+    assert want <= drawn and len(drawn) == 2 * 2 * 2

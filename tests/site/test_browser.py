@@ -313,3 +313,26 @@ def test_series_contrast_3_to_1_in_both_schemes(
         ]
     assert not low, "\n".join(low)
     assert not page.foreign and not page.errors, (page.foreign, page.errors)
+
+
+# The winner band's colours, in order along the size axis, of the α-β explorer.
+BAND = """() => [...document.querySelectorAll('figure.cp-chart')]
+  .filter(f => f.querySelector('.vega-bindings input[type=range]'))
+  .map(f => [...f.querySelectorAll('.mark-rect path')]
+    .map(p => p.getAttribute('fill')))"""
+
+
+def test_a_bound_slider_changes_the_drawn_winner(page, served, built_site) -> None:
+    page.goto(note_url(served, built_site, "cost_model_explorer"))
+    wait_for_charts(page)
+    (before,) = page.evaluate(BAND)
+    assert len(set(before)) >= 2, before  # at the fit, more than one algorithm wins
+    alpha = page.locator(".vega-bindings input[type=range]").first
+    alpha.evaluate(
+        "el => { el.value = el.min;"
+        " el.dispatchEvent(new Event('input', {bubbles: true})); }"
+    )
+    page.wait_for_function(f"({BAND})()[0].join() !== {before!r}.join()", timeout=5000)
+    (after,) = page.evaluate(BAND)
+    assert after != before
+    assert not page.foreign and not page.errors, (page.foreign, page.errors)

@@ -77,3 +77,15 @@ def built_site(results_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> P
     )
     assert proc.returncode == 0, f"mkdocs build --strict failed:\n{proc.stderr[-4000:]}"
     return out
+
+
+@pytest.fixture(scope="session")
+def tiny():
+    """(model, example args, annotated graph) of the shared tiny GPT, exported once for
+    every viewer test (an export costs seconds)."""
+    from snippets.viewer.graph_export import export_graph
+    from snippets.viewer.model_viewer import tiny_gpt, tiny_gpt_inputs
+    from snippets.viewer.parallel_overlay import annotate
+
+    model, args = tiny_gpt(), tiny_gpt_inputs()
+    return model, args, annotate(export_graph(model, args))

@@ -3,16 +3,27 @@
 Checks itself against published figures before it prints: ZeRO's Figure 1 (7.5B on
 64 GPUs: 120, 31.4, 16.6, 1.9 GB) and PaLM's 46.2% MFU. Then: Llama 3 8B on 8 H100s
 under each ZeRO stage; the bytes a parameter and ZeRO-2 as each source counts them;
-the attention FLOPs with and without the causal halving.
+the attention FLOPs with and without the causal halving. Against our own runs, in
+this one process: the tiny GPT's parameters, a training step's FLOPs counted by
+``FlopCounterMode``, the model states of mixed_precision's bf16 GPT with fp32 Adam
+masters, the tensors one layer saves for backward; each must equal the calculator's
+prediction plus the difference the row states. And Llama 3 8B beside torchtitan's
+measured memory (``benchmarks/llama3_h100_202412_torchtitan.md``, Table 1).
 
     python -m snippets run sizing_examples
 """
 
 from __future__ import annotations
 
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
 from snippets.core.cli import main_entry
 from snippets.core.runtime import Spec, print0
-from snippets.sizing import estimate, flops, memory, presets
+from snippets.models.tiny_gpt import GPT, GPTConfig, reference_attention
+from snippets.parallel.mixed_precision import MasterWeights, held_bytes
+from snippets.parallel.sequence_parallel_memory import saved_activation_bytes
+from snippets.sizing import activations, estimate, flops, memory, params, presets
 
 SPEC = Spec(summary="the sizing calculator: worked examples and disagreeing anchors")
 
@@ -66,6 +77,83 @@ def causal_halving() -> list[dict]:
     return rows
 
 
+def _row(what: str, predicted: float, measured: int, known: float, why: str) -> dict:
+    assert predicted + known == measured, (what, predicted, known, measured)
+    return {"quantity": what, "calculator": round(predicted), "measured": measured,
+            "known difference": round(known), "why": why}  # fmt: skip
+
+
+def our_runs() -> list[dict]:
+    """The tiny GPT measured here, beside the calculator's prediction for it."""
+    cfg, tiny, B = GPTConfig(), presets.MODELS["tiny-gpt"], 2
+    s, h, a, L = cfg.block_size, cfg.n_embd, cfg.n_head, cfg.n_layer
+    N = params.count(tiny)
+    model = GPT(cfg)
+    rows = [_row("parameters", N, sum(p.numel() for p in model.parameters()), 0, "")]
+    for block in model.blocks:  # attention written out: its bmm's are counted
+        block.attn.attention = reference_attention
+    idx = torch.randint(
+        cfg.vocab_size, (B, s), generator=torch.Generator().manual_seed(0)
+    )
+    with FlopCounterMode(display=False) as counter:
+        model(idx, idx)[1].backward()
+    n_flop = params.flop_params("gpt", cfg.vocab_size, s, h, True, N)
+    per_token = flops.model_flops_per_token(n_flop, L, h, s)
+    vectors = sum(p.numel() for p in model.parameters() if p.dim() == 1)
+    why = "6N counts biases and norms, not matmuls"
+    counted = counter.get_total_flops()
+    what = f"FLOPs, one step of {B}×{s} tokens"
+    rows.append(_row(what, per_token * B * s, counted, -6 * vectors * B * s, why))
+    bf16 = GPT(cfg).to(torch.bfloat16)
+    opt = MasterWeights(bf16.parameters(), torch.optim.Adam, lr=1e-3)
+    bf16(idx, idx)[1].backward()
+    opt.step()
+    states = estimate.estimate(tiny, presets.GPUS["h100-sxm"], grad_bytes=2)
+    kinds = ("weights", "gradients", "optimizer")
+    held = sum(states["memory_bytes"][k] for k in kinds)
+    why = "Adam's step counters left out"
+    what = "model states, bf16 + fp32 Adam, bytes"
+    rows.append(_row(what, held, held_bytes(bf16, opt), 0, why))
+    e, block = 8, GPT(cfg).double().blocks[0]  # fp64: 8 bytes a value
+    x = torch.randn(B, s, h, dtype=torch.float64, requires_grad=True)
+    saved = saved_activation_bytes(lambda: block(x), block)
+    layer = activations.layer_bytes("gpt", s, s, B, h, a, a, 4 * h, e)
+    known = s * B * (4 * e + a * e - 2 * h)
+    why = "+ norm statistics + log-sum-exp - dropout masks"
+    rows.append(
+        _row("one layer's saved activations, fp64, bytes", layer, saved, known, why)
+    )
+    return rows
+
+
+def torchtitan_8b() -> list[dict]:
+    """Llama 3 8B, FSDP (ZeRO-3) on 8 GPUs, b 2, s 8192, selective recompute: the
+    calculator's parts beside torchtitan's measured peak (GiB → GB)."""
+    m = presets.MODELS["llama3-8b"]
+    r = estimate.estimate(
+        m, presets.GPUS["h100-sxm"], dp=8, zero=3, micro_batch=2, recompute="selective"
+    )
+    mem, s, b, h, e = r["memory_bytes"], 8192, 2, m["hidden"], 2
+    head = activations.head_bytes(s, b, h, m["vocab"], e)
+    shape = (m["heads"], m["kv_heads"], m["ffn"], e)
+    layers = m["layers"] * activations.layer_bytes(
+        "llama", s, s, b, h, *shape, recompute="selective"
+    )
+    assert layers + head == mem["activations"]
+    measured = 82.4 * 2**30  # torchtitan's Table 1, FSDP, eager
+    assert mem["total"] > measured  # the note says the calculator is above it
+    parts = {
+        "model states (2 + 4 + 12 B a parameter, ÷ 8)": mem["total"]
+        - mem["activations"] - mem["buffers"],
+        f"layers' activations ({m['layers']} layers)": layers,
+        "head: norm and head inputs, fp32 logits": head,
+        "one gathered layer (ZeRO-3)": mem["buffers"],
+        "calculator, total": mem["total"],
+        "torchtitan, measured peak reserved (82.4 GiB)": measured,
+    }  # fmt: skip
+    return [{"": k, "GB": round(v / 1e9, 1)} for k, v in parts.items()]
+
+
 def main() -> dict:
     seven = [
         sum(memory.model_states(7.5e9, 2, 2, 12, s, 64).values()) / 1e9
@@ -85,12 +173,17 @@ def main() -> dict:
         "zero_stages": zero_stages(),
         "bytes": bytes_per_parameter(),
         "causal": causal_halving(),
+        "our_runs": our_runs(),
+        "torchtitan": torchtitan_8b(),
     }
     for row in tables["zero_stages"]:
         print0(
             f"Llama 3 8B, 8 × H100, ZeRO-{row['ZeRO']}: {row['total GB']} GB a GPU, "
             f"MFU {row['MFU']}"
         )
+    print0("tiny GPT, calculator + known difference = measured:")
+    for row in tables["our_runs"]:
+        print0(f"  {row['quantity']}: {row['measured']:,} ✓")
     return {"tables": tables}
 
 

@@ -1,10 +1,14 @@
 """Activation bytes against Korthikanti et al. 2022 (arXiv:2205.05198) Table 2 and
-§4.2.3, §4.3, at several shapes; exact, as their formulas are in whole bytes."""
+§4.2.3, §4.3, at several shapes; exact, as their formulas are in whole bytes. And
+against what one tiny GPT layer saves for backward, dense, TP and SP, measured with
+saved_tensors_hooks on 2 ranks, the known differences stated."""
 
 from __future__ import annotations
 
 import pytest
+from test_traffic import our_runs
 
+from snippets.models.tiny_gpt import GPTConfig
 from snippets.sizing import activations as act
 
 SHAPES = [(2048, 1, 12288, 96, 8), (4096, 2, 4096, 32, 4), (1000, 3, 768, 12, 2)]
@@ -63,3 +67,24 @@ def test_full_recompute_and_context_parallel() -> None:
     # CP = 2: half the tokens on a GPU, their queries still meet all s keys
     cp2 = act.layer_bytes("gpt", s / 2, s, b, h, a, a, 4 * h, 2, flash=False)
     assert cp2 == pytest.approx((s / 2) * b * h * (34 + 5 * a * s / h))
+
+
+def test_layer_bytes_against_the_saved_tensors_of_our_runs() -> None:
+    # sequence_parallel_memory counts the storages autograd saves for one layer of
+    # the tiny GPT (fp64: e = 8), on one (b, s, h) input; TP and SP at t = 2.
+    cfg, b, e, t = GPTConfig(), 2, 8, 2
+    s, h, a = cfg.block_size, cfg.n_embd, cfg.n_head
+    for rank in our_runs():
+        measured = {r["layout"]: r["measured"] * e for r in rank["activations"]}
+        for layout, t_, sp in (("dense", 1, False), ("tp", t, False), ("sp", t, True)):
+            predicted = act.layer_bytes(
+                "gpt", s, s, b, h, a, a, 4 * h, e, t_, sp, "none", flash=True
+            )
+            cut = t_ if sp else 1  # what SP cuts of the replicated part
+            # Known differences, bytes a token: the calculator's 1-byte dropout
+            # masks (2h; the tiny GPT has dropout 0 and saves none); the two
+            # LayerNorms' mean and 1/σ (4 values) it leaves out; the fused
+            # attention's log-sum-exp, one value a head (a/t heads), in place of
+            # the s² scores that flash=True already drops.
+            differs = -2 * h / cut + 4 * e / cut + a * e / t_
+            assert measured[layout] == predicted + s * b * differs, layout

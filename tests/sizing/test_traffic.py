@@ -1,11 +1,31 @@
 """Communication bytes and α-β seconds: nccl-tests' bus factors, the ZeRO paper's 2Ψ
-and 3Ψ, Korthikanti's four TP all-reduces a layer, hand-worked PP and CP volumes."""
+and 3Ψ, Korthikanti's four TP all-reduces a layer, hand-worked PP and CP volumes; and
+against our own runs, counted at the call in one 2-rank launch: the tensor-parallel
+and sequence-parallel tiny GPT, the pipeline executor, context parallel's ring."""
 
 from __future__ import annotations
 
-import pytest
+import functools
 
-from snippets.sizing import traffic
+import pytest
+import torch
+import torch.distributed as dist
+
+from snippets.core.runtime import launch
+from snippets.models.tiny_gpt import GPT, GPTConfig
+from snippets.parallel import context_parallel, mixed_precision, tp_gpt, zero_training
+from snippets.parallel import sequence_parallel_memory as sp_memory
+from snippets.parallel.context_parallel_gpt import RingLog
+from snippets.parallel.pipeline_executor import execute
+from snippets.parallel.sequence_parallel import (
+    allreduce_sequence_grads,
+    sequence_parallel_gpt,
+    sp_logits,
+)
+from snippets.parallel.tensor_parallel import CommLog
+from snippets.parallel.tp_gpt import tensor_parallel_gpt
+from snippets.parallel.vocab_parallel import vocab_parallel_cross_entropy
+from snippets.sizing import activations, traffic
 
 
 def test_bus_factors_are_nccl_tests() -> None:
@@ -71,3 +91,169 @@ def test_link_inside_or_across_nodes() -> None:
     gpu = dict(alpha_intra=1e-6, alpha_inter=9e-6)
     assert traffic.link(8, 8, 450e9, 50e9, **gpu) == (1e-6, 450e9)
     assert traffic.link(16, 8, 450e9, 50e9, **gpu) == (9e-6, 50e9)
+
+
+# --- against our own runs: fp64 everywhere, so e = 8 bytes a value -------------------
+E, T = 8, 2  # fp64; 2 ranks
+CFG = GPTConfig()  # the tiny GPT: the calculator's "tiny-gpt" preset
+B = 4  # rows of the batch
+
+
+def sp_counts(cfg: GPTConfig, b: int) -> dict:
+    """One step of the sequence-parallel GPT: elements sent, by op and phase."""
+    gen = torch.Generator().manual_seed(3)
+    idx, targets = torch.randint(cfg.vocab_size, (2, b, cfg.block_size), generator=gen)
+    log = CommLog()
+    model = sequence_parallel_gpt(GPT(cfg).double(), None, log)
+    loss = vocab_parallel_cross_entropy(sp_logits(model, idx, None, log), targets)
+    loss.backward()
+    allreduce_sequence_grads(model, None, log)
+    return {
+        (op, phase): (log.count(tag="blocks.0", op=op, phase=phase),
+                      float(log.sent(tag="blocks.0", op=op, phase=phase)))
+        for op in ("all_gather", "reduce_scatter", "all_reduce")
+        for phase in ("forward", "backward")
+    } | {"grads": float(log.sent(tag="sequence_grads"))}  # fmt: skip
+
+
+def pp_sends(cfg: GPTConfig, m: int) -> dict:
+    """One 1F1B step of the pipeline executor: the bytes this rank sends."""
+    gen = torch.Generator().manual_seed(4)
+    idx, targets = torch.randint(cfg.vocab_size, (2, B, cfg.block_size), generator=gen)
+    log = RingLog()  # counts every c10d send at the op, with its bytes
+    with log:
+        run = execute(GPT(cfg).double(), "1f1b", idx, targets, m, group=None)
+    return {"sends": [n for *_, n in log.sends], "peak": run.peak_in_flight}
+
+
+def saved_activations(cfg: GPTConfig, b: int) -> list[dict]:
+    """sequence_parallel_memory's count: one layer's saved tensors, dense, TP, SP."""
+    dense = GPT(cfg).double()
+    tp, sp = tensor_parallel_gpt(dense), sequence_parallel_gpt(dense)
+    return sp_memory.compare(dense, tp, sp, b, cfg.block_size, cfg)
+
+
+def mixed_precision_bytes(cfg: GPTConfig) -> list[dict]:
+    """mixed_precision's bf16 GPT with fp32 Adam masters after one step, ZeRO 0-3:
+    the bytes this rank holds (Adam's step counters left out) and its share."""
+    data = zero_training.batches(cfg, steps=1, rows=2 * dist.get_world_size())
+    rows = []
+    for stage in range(4):
+        module, opt = mixed_precision.mixed_run(
+            cfg, stage, torch.optim.Adam, {"lr": 1e-3}, data
+        )
+        mine = sum(pc.b - pc.a for pc in opt.pieces) if stage else None
+        rows.append({"stage": stage, "held": mixed_precision.held_bytes(module, opt)})
+        rows[-1]["mine"] = mine
+    return rows
+
+
+def measure_our_runs() -> dict:
+    """Every measurement the sizing tests compare with, on this 2-rank group: TP, SP,
+    PP (m = 2, 4) and CP bytes counted at the call; saved activations; ZeRO bytes."""
+    return {
+        "tp": tp_gpt.train_against_dense(CFG, steps=1, b=2),
+        "sp": sp_counts(CFG, b=2),
+        "pp": {m: pp_sends(CFG, m) for m in (2, 4)},
+        "cp": context_parallel.train_against_single(context_parallel.CFG, 1, b=2),
+        "activations": saved_activations(CFG, b=2),
+        "zero": mixed_precision_bytes(CFG),
+    }
+
+
+@functools.cache
+def our_runs() -> list[dict]:
+    """One launch for the whole sizing suite (test_activations and test_memory read
+    it too): starting ranks costs seconds, the measurements a fraction of one."""
+    return launch(measure_our_runs, T, "gloo", timeout_s=120)
+
+
+@pytest.fixture(scope="module")
+def runs() -> list[dict]:
+    return our_runs()
+
+
+def test_tp_bytes_equal_tp_gpt_commlog(runs) -> None:
+    # tp_gpt's CommLog: every all-reduce's elements at the call, a ring's 2(t-1)/t
+    # of each; the calculator: 4 all-reduces of b·s·h·e a layer (2 fwd, 2 bwd).
+    tp, b, s, h, L = runs[0]["tp"], 2, CFG.block_size, CFG.n_embd, CFG.n_layer
+    one_layer = traffic.tp_calls(b, s, h, E, layers=1, m=1)
+    assert tp["per_layer"] * E == traffic.sent_bytes(one_layer, T)
+    assert (
+        [c["all_reduces"] for c in tp["comm"]] == [2, 2] == [one_layer[0][2] // 2] * 2
+    )
+    # Known difference: the calculator counts the layers only. The vocab-parallel
+    # embedding's g and the head's f (one b·s·h all-reduce each) and the loss's three
+    # all-reduces of b·s values (max, Σexp, target logit) are the rest.
+    ring = 2 * (T - 1) / T
+    outside = sum(tp["outside_blocks"].values())
+    assert outside == ring * (2 * b * s * h + 3 * b * s)
+    whole = traffic.sent_bytes(traffic.tp_calls(b, s, h, E, L, m=1), T)
+    assert (L * tp["per_layer"] + outside) * E == whole + ring * E * (
+        2 * b * s * h + 3 * b * s
+    )
+
+
+def test_sp_bytes_equal_sequence_parallel_commlog(runs) -> None:
+    # The calculator: per layer 4 all-gathers and 4 reduce-scatters of b·s·h·e, the
+    # TP all-reduces' bytes (Korthikanti §4.2.2). Measured reduce-scatters: equal.
+    sp, b, s, h = runs[0]["sp"], 2, CFG.block_size, CFG.n_embd
+    calls = dict(
+        (k, (buf, n)) for k, buf, n in traffic.tp_calls(b, s, h, E, 1, 1, sp=True)
+    )
+    share = (T - 1) / T
+    rs = [sp[("reduce_scatter", p)] for p in ("forward", "backward")]
+    assert sum(n for n, _ in rs) == calls["reduce_scatter"][1] == 4
+    assert sum(x for _, x in rs) * E == traffic.sent_bytes(
+        [("reduce_scatter", *calls["reduce_scatter"])], T
+    )
+    # Known difference: our GatheredLinears saves the N/t shard, not the gathered
+    # input, and gathers it again in backward (as Megatron-LM does): 2 all-gathers a
+    # layer more than the calculator's 4, one (b, s, h) buffer each.
+    ag = [sp[("all_gather", p)] for p in ("forward", "backward")]
+    assert [n for n, _ in ag] == [2, 4]
+    predicted = traffic.sent_bytes([("all_gather", *calls["all_gather"])], T)
+    assert sum(x for _, x in ag) * E == predicted + 2 * share * b * s * h * E
+    assert sp[("all_reduce", "forward")] == sp[("all_reduce", "backward")] == (0, 0.0)
+    # and outside the layers: the norms' and row-parallel biases' partial gradients
+    # are all-reduced over TP after backward, which the calculator leaves out
+    assert sp["grads"] > 0
+
+
+def test_pp_bytes_equal_the_executor_sends(runs) -> None:
+    # The calculator's pp_calls: per micro-batch, its activation forward and its
+    # gradient backward, b·s·h·e each, for a stage with a neighbour on both sides.
+    s, h, V, p = CFG.block_size, CFG.n_embd, CFG.vocab_size, T
+    for m in (2, 4):
+        b = B // m
+        predicted = traffic.sent_bytes(traffic.pp_calls(b, s, h, E, m, p), p)
+        first, last = (r["pp"][m] for r in runs)
+        # Known difference 1: with p = 2 there is no middle stage; the first sends the
+        # m activations, the last the m gradients: each half of the calculator's.
+        # Known difference 2: the tied embedding's gradient, V·h, swapped between the
+        # first and the last stage once a step (Megatron's embedding all-reduce).
+        tied = V * h * E
+        for mine in (first, last):
+            assert len(mine["sends"]) == m + 1 and sorted(mine["sends"])[-1] == tied
+            assert sum(mine["sends"]) - tied == predicted / 2
+        # the first stage holds min(m, p) micro-batches, as activations.in_flight says
+        assert first["peak"] == activations.in_flight(m, p)
+
+
+def test_cp_bytes_equal_the_ring_log(runs) -> None:
+    # context_parallel's RingLog: every tensor the ring sends, at c10d::send, by
+    # layer and phase. The calculator's cp_calls: K and V (2·b·(s/cp)·h_kv·e) cp - 1
+    # hops forward, and K, V and dK, dV backward: 3(cp - 1) of them a layer.
+    cfg, cp, b = context_parallel.CFG, T, 2
+    s, h = cfg.block_size, cfg.n_embd
+    kv = 2 * b * (s // cp) * h * E
+    calls = traffic.cp_calls(b, s // cp, h, E, layers=1, m=1, cp=cp)
+    assert calls == [("send", kv, 3 * (cp - 1))]
+    for r in runs:
+        layer0 = {c["phase"]: c for c in r["cp"]["comm"] if c["layer"] == 0}
+        assert layer0["forward"]["bytes"] == (cp - 1) * kv  # equal
+        # Known difference: our ring brings dK, dV home in cp hops, not cp - 1 (the
+        # last hop returns each rank's own): one K, V-sized send a layer more.
+        assert layer0["backward"]["bytes"] == 2 * (cp - 1) * kv + kv
+        total = layer0["forward"]["bytes"] + layer0["backward"]["bytes"]
+        assert total == traffic.sent_bytes(calls, cp) + kv

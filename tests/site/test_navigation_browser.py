@@ -3,6 +3,7 @@ page, a note has one "next" and it is the series', the notebook's math typesets,
 search previews show no TeX, the home page stays under 1 MB, and a table that scrolls
 can be scrolled from the keyboard."""
 
+# ruff: noqa: F811 - the fixtures imported from test_browser are parameters here
 from __future__ import annotations
 
 import re
@@ -24,7 +25,7 @@ def a_note_with_tags_and_a_next(built_site: Path) -> Path:
     pytest.fail("no note has tags and a next note")
 
 
-def test_tag_links_and_a_single_next(open_page, served, built_site) -> None:  # noqa: F811
+def test_tag_links_and_a_single_next(open_page, served, built_site) -> None:
     page = open_page()
     html = a_note_with_tags_and_a_next(built_site)
     page.goto(url_of(served, built_site, html))
@@ -43,7 +44,7 @@ def test_tag_links_and_a_single_next(open_page, served, built_site) -> None:  # 
     assert not page.foreign and not page.errors, (page.foreign, page.errors)
 
 
-def test_notebook_math_renders(open_page, served, built_site) -> None:  # noqa: F811
+def test_notebook_math_renders(open_page, served, built_site) -> None:
     page = open_page()
     page.goto(served + "notebooks/tiling-step-by-step/")
     page.wait_for_selector(".jupyter-wrapper .katex", timeout=15000)
@@ -53,7 +54,7 @@ def test_notebook_math_renders(open_page, served, built_site) -> None:  # noqa: 
     assert not page.foreign and not page.errors, (page.foreign, page.errors)
 
 
-def test_search_previews_show_no_tex(open_page, served) -> None:  # noqa: F811
+def test_search_previews_show_no_tex(open_page, served) -> None:
     page = open_page()
     page.goto(served)
     page.click("input.md-search__input")
@@ -65,7 +66,7 @@ def test_search_previews_show_no_tex(open_page, served) -> None:  # noqa: F811
     assert not raw, raw
 
 
-def test_home_page_under_1_mb(open_page, served) -> None:  # noqa: F811
+def test_home_page_under_1_mb(open_page, served) -> None:
     page = open_page()
     page.goto(served, wait_until="networkidle")
     total = page.evaluate(
@@ -77,7 +78,7 @@ def test_home_page_under_1_mb(open_page, served) -> None:  # noqa: F811
     assert not page.foreign, page.foreign
 
 
-def test_scrolling_tables_take_keyboard_focus(open_page, served, built_site) -> None:  # noqa: F811
+def test_scrolling_tables_take_keyboard_focus(open_page, served, built_site) -> None:
     page = open_page(width=390)
     for html in sorted((built_site / "blog").glob("20*/*/*/*/index.html")):
         if "<table" not in html.read_text(encoding="utf-8"):

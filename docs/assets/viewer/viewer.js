@@ -5,8 +5,9 @@
    so a standalone page works from file://). The page opens collapsed to the top-level
    modules; each expanded module is laid out on its own by dagre (collapsed children
    are boxes of fixed size), and a change re-lays only the module and its ancestors.
-   Edges between two children of a module are routed by that module's layout, and
-   each module's drawing is kept with its layout, in its own coordinates.
+   Edges between two children of a module are routed by that module's layout. Each
+   open module's drawing is kept, in its own coordinates, and updated in place: a
+   toggle moves the boxes around it and draws only what opened or closed.
    Keys: / search, + - zoom, 0 fit, e expand all, c collapse all, arrows pan,
    Enter or Space on a module toggles it. */
 (function () {
@@ -88,8 +89,9 @@
       this.degrees = Object.assign({ dp: 1, tp: 1, pp: 1, cp: 1, zero: 0, sp: 0 }, start || {});
       this.timing = { layout: 0 }; // ms inside dagre.layout since the last render
       this.matches = new Set();
+      this.views = new Map(); // open module → its drawing (sync)
       this.build();
-      this.render();
+      this.redraw();
       this.fit();
     }
 
@@ -132,8 +134,7 @@
         sel.value = String(Number(this.degrees[k]));
         sel.addEventListener("change", () => {
           this.degrees[k] = Number(sel.value);
-          this.cache.clear(); // badges change the width of boxes
-          this.render();
+          this.redraw();
         });
       }
       this.svg = make("svg", { class: "cp-viewer__svg", role: "group",
@@ -286,85 +287,144 @@
       return op.out[0] && op.op !== "output" ? name + " " + op.out[0].shape.join("×") : name;
     }
 
+    redraw() { // new degrees (or the first picture): badges change widths and classes
+      const t0 = performance.now();
+      this.cache.clear();
+      this.views.clear();
+      this.overlay = this.computeOverlay();
+      this.rankTable();
+      this.render();
+      this.root.dataset.renderMs = (performance.now() - t0).toFixed(2);
+    }
     render(focusId) {
       const t0 = performance.now();
       this.timing.layout = 0;
-      this.overlay = this.computeOverlay();
-      this.layer.replaceChildren(this.groupDom(""));
+      const V = this.sync("");
+      if (this.layer.firstChild !== V.el) this.layer.replaceChildren(V.el);
       this.nodes = new Map();
       this.collect("");
-      this.rankTable();
       this.root.dataset.renderMs = (performance.now() - t0).toFixed(2);
       this.root.dataset.layoutMs = this.timing.layout.toFixed(2);
-      if (focusId !== undefined && this.nodes.has("m:" + focusId)) this.nodes.get("m:" + focusId).focus();
       this.mark();
+      const n = focusId === undefined ? null : this.nodes.get("m:" + focusId);
+      if (n) n.focus({ preventScroll: true }); // no scroll: no forced layout
     }
-    // a module's drawing, in its own coordinates, kept with its layout: a toggle
-    // redraws only the module and its ancestors and moves the others' drawings
-    groupDom(id) {
+    // A module's drawing (its view) lives as long as the module is open, in its own
+    // coordinates; each item is a group placed by a transform. A new layout of the
+    // module moves the items it already drew (a transform, a box's size), draws only
+    // the items that opened or closed, and redraws its own edges. Views whose layout
+    // is unchanged are left alone: the browser restyles only what changed.
+    sync(id) {
       const L = this.layoutOf(id);
-      if (!L.dom) L.dom = this.draw(L);
-      return L.dom;
-    }
-    collect(id) {
-      const L = this.cache.get(id);
-      for (const [k, g] of L.nodes) this.nodes.set(k, g);
-      for (const k of L.groups) this.collect(k);
-    }
-    draw(L) {
-      const M = this.model, root = make("g", {});
-      L.nodes = new Map();
-      L.groups = [];
-      for (const it of L.items) {
-        const x = it.x, y = it.y;
-        const isMod = it.key.startsWith("m:"), key = it.key.slice(2);
-        if (isMod && this.expanded.has(key)) {
-          const grp = make("g", { class: "cp-group " + this.ownClass(key, true) }, root);
-          make("rect", { x, y, width: it.w, height: it.h, rx: 6, class: "cp-group__box" }, grp);
-          const head = make("g", { class: "cp-node cp-node--head", tabindex: 0, role: "button",
-            "aria-expanded": "true", "data-id": key, "aria-label": "collapse " + key }, grp);
-          make("rect", { x, y, width: it.w, height: HEAD - 4, rx: 6, class: "cp-group__head" }, head);
-          make("text", { x: x + 8, y: y + 13 }, head, "▾ " + M.mods.get(key).name + " · " + M.mods.get(key).type);
-          this.bind(head, "m:" + key, L.nodes);
-          const inner = this.groupDom(key);
-          inner.setAttribute("transform", `translate(${x},${y})`);
-          grp.appendChild(inner);
-          L.groups.push(key);
-        } else this.node(it, x, y, isMod, key, root, L.nodes);
+      let V = this.views.get(id);
+      if (V && V.L === L) return V;
+      if (!V) {
+        V = { el: make("g", {}), items: new Map(), nodes: new Map(), edges: null };
+        this.views.set(id, V);
       }
-      const edges = make("g", { class: "cp-edges" }, root); // above the group boxes
-      for (const e of L.edges) {
-        const pts = e.points;
-        const d = "M" + pts.map((p) => p.join(",")).join(" L");
-        const coll = e.tensors.flatMap((u) => this.overlay.at.get(u) || []).filter((c) => c.kind !== "dp");
-        const path = make("path", { d, class: "cp-edge" + (coll.length ? " cp-edge--coll cp-kind-" + coll[0].kind : "") }, edges);
-        make("title", {}, path, e.tensors.map((u) => u + ": " + shape(M.ops.get(u).out[0])).join("\n"));
-        if (e.label) make("text", { x: e.lx, y: e.ly + 4, class: "cp-edge__label" }, edges, e.label);
-        if (coll.length) {
-          const [mx, my] = pts[Math.floor(pts.length / 2)];
-          const mk = make("g", { class: "cp-coll cp-kind-" + coll[0].kind,
-            "data-colls": JSON.stringify(coll.map((c) => [c.at, c.kind, c.name, c.bytes])) }, edges);
-          make("circle", { cx: mx, cy: my, r: 7 }, mk);
-          make("text", { x: mx + 10, y: my + 4 }, mk, coll.map((c) => c.kind.toUpperCase() + " " + c.name).join(", "));
-          make("title", {}, mk, coll.map((c) => `${c.kind.toUpperCase()} ${c.name}: ` +
-            `${bytes(c.bytes)} sent per rank a step`).join("\n"));
+      V.L = L;
+      V.groups = [];
+      for (const it of L.items) {
+        const isMod = it.key.startsWith("m:"), key = it.key.slice(2);
+        const open = isMod && this.expanded.has(key);
+        let d = V.items.get(it.key);
+        if (!d || d.open !== open) {
+          const old = d;
+          d = open ? this.group(it, key, V.nodes) : this.node(it, isMod, key, V.nodes);
+          V.items.set(it.key, d);
+          if (old) {
+            old.el.replaceWith(d.el);
+            if (old.open) this.drop(key);
+          } else V.el.insertBefore(d.el, V.edges);
+        }
+        this.place(d, it);
+        if (open) {
+          V.groups.push(key);
+          this.sync(key);
         }
       }
-      return root;
+      const edges = this.edges(L); // above the group boxes
+      if (V.edges) V.edges.replaceWith(edges);
+      else V.el.appendChild(edges);
+      V.edges = edges;
+      return V;
     }
-    node(it, x, y, isMod, key, parent, nodes) {
-      const M = this.model, cls = isMod ? "cp-node cp-node--module" : "cp-node cp-node--op";
-      const g = make("g", { class: cls + " " + this.ownClass(key, isMod), tabindex: 0, role: "button", "data-id": key }, parent);
-      make("rect", { x, y, width: it.w, height: it.h, rx: isMod ? 6 : 12 }, g);
+    drop(id) { // a closed module's views, its own and those below it
+      for (const k of [...this.views.keys()])
+        if (k === id || k.startsWith(id + ".")) this.views.delete(k);
+    }
+    place(d, it) {
+      const t = `translate(${it.x},${it.y})`;
+      if (d.t !== t) d.el.setAttribute("transform", (d.t = t));
+      if (d.open && (d.w !== it.w || d.h !== it.h)) {
+        d.box.setAttribute("width", (d.w = it.w));
+        d.box.setAttribute("height", (d.h = it.h));
+        d.head.setAttribute("width", it.w);
+      }
+    }
+    collect(id) {
+      const V = this.views.get(id);
+      for (const [k, g] of V.nodes) this.nodes.set(k, g);
+      for (const k of V.groups) this.collect(k);
+    }
+    group(it, key, nodes) {
+      const M = this.model;
+      const el = make("g", { class: "cp-group " + this.ownClass(key, true) });
+      const box = make("rect", { x: 0, y: 0, rx: 6, class: "cp-group__box" }, el);
+      const head = make("g", { class: "cp-node cp-node--head", tabindex: 0,
+        role: "button", "aria-expanded": "true", "data-id": key,
+        "aria-label": "collapse " + key }, el);
+      const bar = make("rect", { x: 0, y: 0, height: HEAD - 4, rx: 6,
+        class: "cp-group__head" }, head);
+      make("text", { x: 8, y: 13 }, head,
+        "▾ " + M.mods.get(key).name + " · " + M.mods.get(key).type);
+      this.bind(head, "m:" + key, nodes);
+      el.appendChild(this.sync(key).el);
+      return { el, open: true, box, head: bar };
+    }
+    node(it, isMod, key, nodes) {
+      const M = this.model;
+      const cls = isMod ? "cp-node cp-node--module" : "cp-node cp-node--op";
+      const g = make("g", { class: cls + " " + this.ownClass(key, isMod), tabindex: 0,
+        role: "button", "data-id": key });
+      make("rect", { x: 0, y: 0, width: it.w, height: it.h, rx: isMod ? 6 : 12 }, g);
       if (isMod) {
         const m = M.mods.get(key);
         g.setAttribute("aria-expanded", "false");
         g.setAttribute("aria-label", "expand " + key);
-        make("text", { x: x + 8, y: y + 16 }, g, "▸ " + m.name + " · " + m.type);
-        make("text", { x: x + 8, y: y + 31, class: "cp-node__sub" }, g,
+        make("text", { x: 8, y: 16 }, g, "▸ " + m.name + " · " + m.type);
+        make("text", { x: 8, y: 31, class: "cp-node__sub" }, g,
           num(m.params) + " params · " + num(m.flops) + " FLOPs" + this.badge(key));
-      } else make("text", { x: x + 8, y: y + 19 }, g, this.opLabel(key));
+      } else make("text", { x: 8, y: 19 }, g, this.opLabel(key));
       this.bind(g, (isMod ? "m:" : "o:") + key, nodes);
+      return { el: g, open: false };
+    }
+    edges(L) {
+      const M = this.model, edges = make("g", { class: "cp-edges" });
+      for (const e of L.edges) {
+        const pts = e.points;
+        const d = "M" + pts.map((p) => p.join(",")).join(" L");
+        const coll = e.tensors.flatMap((u) => this.overlay.at.get(u) || [])
+          .filter((c) => c.kind !== "dp");
+        const path = make("path", { d, class: "cp-edge" + (coll.length
+          ? " cp-edge--coll cp-kind-" + coll[0].kind : "") }, edges);
+        make("title", {}, path,
+          e.tensors.map((u) => u + ": " + shape(M.ops.get(u).out[0])).join("\n"));
+        const at = { x: e.lx, y: e.ly + 4, class: "cp-edge__label" };
+        if (e.label) make("text", at, edges, e.label);
+        if (coll.length) {
+          const [mx, my] = pts[Math.floor(pts.length / 2)];
+          const colls = coll.map((c) => [c.at, c.kind, c.name, c.bytes]);
+          const mk = make("g", { class: "cp-coll cp-kind-" + coll[0].kind,
+            "data-colls": JSON.stringify(colls) }, edges);
+          make("circle", { cx: mx, cy: my, r: 7 }, mk);
+          make("text", { x: mx + 10, y: my + 4 }, mk,
+            coll.map((c) => c.kind.toUpperCase() + " " + c.name).join(", "));
+          make("title", {}, mk, coll.map((c) => `${c.kind.toUpperCase()} ${c.name}: ` +
+            `${bytes(c.bytes)} sent per rank a step`).join("\n"));
+        }
+      }
+      return edges;
     }
     bind(g, key, nodes) {
       nodes.set(key, g);

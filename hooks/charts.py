@@ -21,8 +21,10 @@ SCRIPTS = [
 
 # the model viewer (docs/assets/viewer/), likewise only where a note embeds one
 VIEWER_MARKER = '<figure class="cp-viewer">'
+DOM = "assets/javascripts/dom.js"  # the DOM builders the player and the viewer share
 VIEWER_SCRIPTS = [
     "assets/vendor/dagre/dagre.min.js",
+    DOM,
     "assets/sizing/formulas.js",  # the overlay's bytes are the calculator's
     "assets/viewer/overlay.js",
     "assets/viewer/viewer.js",
@@ -42,7 +44,7 @@ SIZING_CSS = "assets/sizing/sizing.css"
 
 # the trace animation player (docs/assets/player/), only where a note embeds one
 PLAYER_MARKER = '<figure class="cp-player">'
-PLAYER_SCRIPTS = ["assets/player/player.js"]
+PLAYER_SCRIPTS = [DOM, "assets/player/player.js"]
 PLAYER_CSS = "assets/player/player.css"
 
 
@@ -52,6 +54,9 @@ def on_post_page(output, page, config):
     )
     scripts += SIZING_SCRIPTS if SIZING_MARKER in output else []
     scripts += PLAYER_SCRIPTS if PLAYER_MARKER in output else []
+    scripts = list(
+        dict.fromkeys(scripts)
+    )  # a page with both loads the shared file once
     if not scripts:
         return output
     tags = "".join(

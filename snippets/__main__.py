@@ -3,7 +3,7 @@
     python -m snippets list
     python -m snippets run NAME [-n N] [--backend auto|gloo|nccl] [--timeout S]
     python -m snippets run-all [--force] [--only NAME ...] [--results DIR]
-                               [--per-snippet-timeout S]
+                               [--per-snippet-timeout S] [--jobs J]
     python -m snippets bench NAME [its own options]
     python -m snippets size [--preset NAME | shape] [parallelism] [--json]
     python -m snippets view package.module:factory [--input-shape 1,128 | --example
@@ -28,6 +28,7 @@ from snippets.core.cli import (
     add_run_arguments,
     guarded,
     positive_float,
+    positive_int,
     snippet_options,
 )
 from snippets.core.run_all import DEFAULT_RESULTS, check_writable, run_all
@@ -120,6 +121,13 @@ def build_parser() -> OneLineParser:
     )
     p.add_argument(
         "--per-snippet-timeout", type=positive_float, default=600.0, metavar="S"
+    )
+    p.add_argument(
+        "--jobs",
+        type=positive_int,
+        default=2,
+        metavar="J",
+        help="untimed snippets run this many at a time (default 2)",
     )
     p.set_defaults(fn=run_all)
     p = sub.add_parser("bench", help="benchmarks: ours beside torch's, in one run")

@@ -34,7 +34,8 @@ from snippets.core.runtime import Spec, UsageError, print0
 
 BENCH = "attention"
 SPEC = Spec(
-    summary="attention fwd+bwd: time and measured peak memory, naive vs tiled vs SDPA"
+    timed=True,  # it measures time: run-all runs it alone
+    summary="attention fwd+bwd: time and measured peak memory, naive vs tiled vs SDPA",
 )
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 HEADER = (

@@ -27,7 +27,8 @@ from snippets.core.measure import time_it
 from snippets.core.runtime import Spec, print0
 
 SPEC = Spec(
-    summary="forward + backward time of the tiled FlashAttention per tile shape"
+    timed=True,  # it measures time: run-all runs it alone
+    summary="forward + backward time of the tiled FlashAttention per tile shape",
 )
 TILES = (128, 256, 512, 1024)  # block_q and block_k the sweep tries
 

@@ -28,6 +28,7 @@ from snippets.core.cli import main_entry, nonnegative_int
 from snippets.core.runtime import Spec, print0
 
 SPEC = Spec(
+    timed=True,  # it measures time: run-all runs it alone
     summary="our all-reduces vs torch's built-in: time, busbw, and the α-β prediction",
     world_size=4,
     min_world_size=2,

@@ -33,6 +33,7 @@ from snippets.core.measure import time_it
 from snippets.core.runtime import Spec, device, print0
 
 SPEC = Spec(
+    timed=True,  # it measures time: run-all runs it alone
     summary="α-β(-γ) costs of all-reduce algorithms, α and β fitted on this machine",
     world_size=2,
     min_world_size=2,

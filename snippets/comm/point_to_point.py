@@ -29,6 +29,7 @@ from snippets.core.cli import main_entry, positive_float
 from snippets.core.runtime import Spec, device, print0
 
 SPEC = Spec(
+    timed=True,  # it measures time: run-all runs it alone
     summary="send/recv, isend/irecv, batch_isend_irecv, a deadlock caught by a "
     "timeout, buffer reuse",
     world_size=2,

@@ -5,7 +5,8 @@ Each snippet runs as ``python -m snippets run NAME --out FILE`` in a fresh proce
 session, so one that hangs is killed with all its ranks after ``--per-snippet-timeout``.
 A snippet whose code (its whole import closure, see
 :func:`snippets.core.results.code_hash`) is unchanged since its last good run on the
-same backend is not rerun. The run exits 1 naming every snippet that failed and the
+same backend is not rerun. Snippets that report times run alone; the others run
+``--jobs`` at a time. The run exits 1 naming every snippet that failed and the
 note that embeds it.
 """
 
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from snippets.core import registry, results
@@ -94,6 +96,9 @@ def run_one(
 
 
 def run_all(opts: argparse.Namespace) -> int:
+    """Snippets that report times (``SPEC.timed``) run first, one at a time, with
+    nothing beside them; the rest then run ``--jobs`` at a time, since what they print
+    does not depend on the machine being quiet. Reported in name order."""
     from tqdm import tqdm
 
     results_dir = Path(opts.results).resolve()
@@ -103,32 +108,47 @@ def run_all(opts: argparse.Namespace) -> int:
     for name in opts.only or []:
         registry.snippet(name)  # an unknown name is a one-line error
     chosen = [e for n, e in entries.items() if not opts.only or n in opts.only]
-    failed, report = [], []
-    bar = tqdm(chosen, desc="run-all", unit="snippet", file=sys.stderr, disable=None)
-    for entry in bar:
-        bar.set_postfix_str(entry.name)
+    report: dict[str, str] = {}
+    failed: dict[str, str] = {}
+    to_run = []
+    for entry in chosen:
         previous = results.read(results_dir, entry.name)
         if entry.spec.needs == "gpu" and gpu_count() == 0:
-            report.append(f"skipped {entry.name}: needs GPUs")
+            report[entry.name] = f"skipped {entry.name}: needs GPUs"
             continue
         unchanged = previous and previous.get("hash") == results.code_hash(
             entry.path, opts.backend
         )
         if unchanged and not opts.force:
-            report.append(f"cached  {entry.name}")
+            report[entry.name] = f"cached  {entry.name}"
             continue
+        to_run.append(entry)
+    bar = tqdm(
+        total=len(to_run), desc="run-all", unit="snippet", file=sys.stderr, disable=None
+    )
+
+    def one(entry: registry.Entry) -> None:
         timeout_s = opts.per_snippet_timeout
         ok, message = run_one(entry, results_dir, opts.backend, timeout_s)
-        report.append(f"{'ran    ' if ok else 'FAILED '} {entry.name}: {message}")
+        report[entry.name] = f"{'ran    ' if ok else 'FAILED '} {entry.name}: {message}"
         if not ok:
             notes = registry.notes_embedding(entry.name)
             where = ", ".join(str(p) for p in notes) or "no note"
-            failed.append(f"{entry.name} ({where}): {message}")
+            failed[entry.name] = f"{entry.name} ({where}): {message}"
+        bar.update(1)
+
+    for entry in [e for e in to_run if e.spec.timed]:
+        bar.set_postfix_str(entry.name)
+        one(entry)
+    bar.set_postfix_str(f"the rest, {opts.jobs} at a time")
+    with ThreadPoolExecutor(max_workers=opts.jobs) as pool:
+        list(pool.map(one, [e for e in to_run if not e.spec.timed]))
     bar.close()
-    print("\n".join(report))
+    print("\n".join(report[e.name] for e in chosen))
     if failed:
         print(
-            f"error: {len(failed)} snippet(s) failed: " + "; ".join(failed),
+            f"error: {len(failed)} snippet(s) failed: "
+            + "; ".join(failed[e.name] for e in chosen if e.name in failed),
             file=sys.stderr,
         )
         return 1

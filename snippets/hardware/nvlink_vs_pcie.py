@@ -33,6 +33,7 @@ from snippets.core.runtime import Spec, device, gpu_count, launch, print0
 from snippets.models.tiny_gpt import GPT, GPTConfig
 
 SPEC = Spec(
+    timed=True,  # it measures time: run-all runs it alone
     summary="DDP step time with NCCL peer-to-peer on vs NCCL_P2P_DISABLE=1",
     world_size=1,
     timeout_s=120,

@@ -26,6 +26,7 @@ from snippets.core.measure import time_it
 from snippets.core.runtime import Spec, device, print0
 
 SPEC = Spec(
+    timed=True,  # it measures time: run-all runs it alone
     summary="point-to-point bandwidth and latency matrix between every pair of ranks",
     world_size=4,
     min_world_size=2,

@@ -46,6 +46,7 @@ from snippets.models.tiny_gpt import GPT, GPTConfig
 from snippets.parallel.ddp_buckets import assign_buckets, bucket_bytes
 
 SPEC = Spec(
+    timed=True,  # it measures time: run-all runs it alone
     summary="DDP by hand: bucketed all-reduce overlapping backward, vs torch's DDP",
     world_size=2,
 )

@@ -36,7 +36,9 @@ from snippets.parallel import ddp_bench_timing as timing
 
 BENCH = "ddp"
 SPEC = Spec(
-    summary="our DDP vs torch DDP, our ZeRO-3 vs FSDP2: step time", world_size=2
+    timed=True,  # it measures time: run-all runs it alone
+    summary="our DDP vs torch DDP, our ZeRO-3 vs FSDP2: step time",
+    world_size=2,
 )
 TARGET = 1.05  # our DDP's step at most this many times torch's
 

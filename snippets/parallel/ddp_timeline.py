@@ -29,7 +29,9 @@ from snippets.models.tiny_gpt import GPT, GPTConfig
 from snippets.parallel.ddp import DDP, global_batches
 
 SPEC = Spec(
-    summary="one DDP step's buckets as they ran, and the share hidden", world_size=2
+    timed=True,  # it measures time: run-all runs it alone
+    summary="one DDP step's buckets as they ran, and the share hidden",
+    world_size=2,
 )
 
 

@@ -50,7 +50,11 @@ from snippets.parallel.pipeline_torch import torch_schedule, torch_step
 from snippets.parallel.tp_bench import Timed, comparison, sentence, time_pair
 
 BENCH = "pipeline"
-SPEC = Spec(summary="our 1F1B vs torch's Schedule1F1B; bubble vs formula", world_size=2)
+SPEC = Spec(
+    timed=True,  # it measures time: run-all runs it alone
+    summary="our 1F1B vs torch's Schedule1F1B; bubble vs formula",
+    world_size=2,
+)
 TARGET = 1.1  # our step at most this many times torch's
 BUBBLE_TOLERANCE = 0.10  # measured ÷ formula within 1 ± this
 

@@ -26,7 +26,9 @@ from snippets.parallel.pipeline_schedules import NAMES
 from snippets.parallel.pipeline_timeline import config, executed_bubble, spans_and_trace
 
 SPEC = Spec(
-    summary="the schedules run at several p, m, v: a figure to pick them", world_size=3
+    timed=True,  # it measures time: run-all runs it alone
+    summary="the schedules run at several p, m, v: a figure to pick them",
+    world_size=3,
 )
 PS, MS, VS = (2, 3), (2, 4, 6), (1, 2)
 

@@ -39,6 +39,7 @@ from snippets.parallel.pipeline_schedules import (
 from snippets.parallel.pipeline_validate import check, peak_in_flight, simulate
 
 SPEC = Spec(
+    timed=True,  # it measures time: run-all runs it alone
     summary="GPipe, 1F1B, interleaved, ZB-H1: planned, checked, run, drawn",
     world_size=2,
 )

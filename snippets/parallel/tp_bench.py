@@ -50,7 +50,11 @@ from snippets.parallel.ddp_bench_timing import interleaved, rank_mean_median
 from snippets.parallel.tensor_parallel import ColumnParallelLinear, RowParallelLinear
 
 BENCH = "tp"
-SPEC = Spec(summary="our TP MLP step vs DTensor's parallelize_module", world_size=2)
+SPEC = Spec(
+    timed=True,  # it measures time: run-all runs it alone
+    summary="our TP MLP step vs DTensor's parallelize_module",
+    world_size=2,
+)
 TARGET = 1.0  # our step at most this many times DTensor's
 CFG = GPTConfig(vocab_size=64, block_size=128, n_layer=1, n_head=4, n_embd=128)
 ROWS = 8  # sequences: (8·128, 128) tokens, a ~10-20 ms step on one CPU core

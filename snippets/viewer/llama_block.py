@@ -52,6 +52,7 @@ class LlamaConfig:
         return 2 * d + 2 * d * d + 2 * d * kv + 3 * d * self.ffn
 
 
+# --8<-- [start:block]
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """RoPE on (B, H, N, hd): pairs (x1, x2) of the two halves turn by angle θ_i·n."""
     x1, x2 = x.chunk(2, dim=-1)
@@ -106,6 +107,9 @@ class LlamaBlock(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x + self.self_attn(self.input_layernorm(x))
         return x + self.mlp(self.post_attention_layernorm(x))
+
+
+# --8<-- [end:block]
 
 
 def llama_block() -> LlamaBlock:

@@ -25,7 +25,8 @@ from snippets.core.registry import REPO_DIR
 ASSETS = REPO_DIR / "docs" / "assets" / "viewer"
 DAGRE = REPO_DIR / "node_modules" / "@dagrejs" / "dagre" / "dist" / "dagre.min.js"
 FORMULAS = REPO_DIR / "docs" / "assets" / "sizing" / "formulas.js"
-SCRIPTS = ["dagre.min.js", "formulas.js", "overlay.js", "viewer.js"]  # load order
+DOM = REPO_DIR / "docs" / "assets" / "javascripts" / "dom.js"  # shared DOM builders
+SCRIPTS = ["dagre.min.js", "dom.js", "formulas.js", "overlay.js", "viewer.js"]  # order
 MARKER = '<figure class="cp-viewer">'
 
 PAGE = """<!doctype html>
@@ -75,6 +76,7 @@ def write_page(graph: dict, out_dir: Path) -> Path:
         )
         shutil.copy2(DAGRE, out_dir / "dagre.min.js")
         shutil.copy2(FORMULAS, out_dir / "formulas.js")
+        shutil.copy2(DOM, out_dir / "dom.js")
         for name in ("overlay.js", "viewer.js", "viewer.css"):
             shutil.copy2(ASSETS / name, out_dir / name)
         scripts = "\n".join(f'<script src="{s}"></script>' for s in SCRIPTS)

@@ -163,24 +163,6 @@ def test_search_works_offline(page, served) -> None:
     assert not page.foreign, f"tried to fetch from other hosts: {page.foreign}"
 
 
-def test_every_page_loads_offline_and_chart_code_only_where_charts_are(
-    page, served, built_site
-) -> None:
-    stray = []
-    for html in every_page(built_site):
-        page.requested.clear()
-        page.goto(url_of(served, built_site, html), wait_until="load")
-        loaded = [u for u in page.requested if CHART_CODE.search(u)]
-        has_chart = CHART in html.read_text(encoding="utf-8")
-        if loaded and not has_chart or has_chart and len(loaded) != 4:
-            stray.append(f"{html.relative_to(built_site)}: {loaded}")
-    assert not page.foreign, f"fetched from other hosts: {sorted(set(page.foreign))}"
-    assert not page.errors, page.errors
-    assert not stray, "chart code where there is no chart, or missing:\n" + "\n".join(
-        stray
-    )
-
-
 # For each code block that scrolls: its place, its widths, its first line. The block
 # that scrolls is the <code> inside a <pre>, or the <pre> itself (notebook cells).
 OVERFLOWING_CODE = """() => [...document.querySelectorAll(
@@ -189,15 +171,28 @@ OVERFLOWING_CODE = """() => [...document.querySelectorAll(
   .filter(([i, scroll, client]) => scroll > client)"""
 
 
-def test_no_code_block_scrolls_sideways_at_1280_px(page, served, built_site) -> None:
-    wide = []
+def test_every_page_offline_chart_code_only_on_chart_pages_no_code_scrolls(
+    page, served, built_site
+) -> None:
+    """One visit per page (there are many) checks three things."""
+    stray, wide = [], []
     for html in every_page(built_site):
+        page.requested.clear()
         page.goto(url_of(served, built_site, html), wait_until="load")
+        loaded = [u for u in page.requested if CHART_CODE.search(u)]
+        has_chart = CHART in html.read_text(encoding="utf-8")
+        if loaded and not has_chart or has_chart and len(loaded) != 4:
+            stray.append(f"{html.relative_to(built_site)}: {loaded}")
         for i, scroll, client, first in page.evaluate(OVERFLOWING_CODE):
             wide.append(
                 f"{html.parent.relative_to(built_site)} block {i}: {scroll} > {client}"
                 f" px, {first[:60]!r}"
             )
+    assert not page.foreign, f"fetched from other hosts: {sorted(set(page.foreign))}"
+    assert not page.errors, page.errors
+    assert not stray, "chart code where there is no chart, or missing:\n" + "\n".join(
+        stray
+    )
     assert not wide, f"{len(wide)} code blocks scroll sideways:\n" + "\n".join(wide)
 
 

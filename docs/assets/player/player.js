@@ -16,27 +16,13 @@
    and pause. With prefers-reduced-motion there is no autoplay and no transition. */
 (function () {
   "use strict";
-  const SVG = "http://www.w3.org/2000/svg";
   const STEP_MS = 1300;
   const ROW = 44, CELL_H = 32, LABEL_W = 46;
 
   const reducedMotion = () =>
     !!(window.matchMedia && window.matchMedia("(prefers-reduced-motion: reduce)").matches);
 
-  function svg(tag, attrs, parent, text) {
-    const e = document.createElementNS(SVG, tag);
-    for (const k in attrs) e.setAttribute(k, attrs[k]);
-    if (text !== undefined) e.textContent = text;
-    if (parent) parent.appendChild(e);
-    return e;
-  }
-  function html(tag, cls, parent, text) {
-    const e = document.createElement(tag);
-    if (cls) e.className = cls;
-    if (text !== undefined) e.textContent = text;
-    if (parent) parent.appendChild(e);
-    return e;
-  }
+  const { svg, html } = window.CPDom; // docs/assets/javascripts/dom.js
 
   // The same rule as trace_frames.label: [0, 1, 2, 4] → "0–2,4".
   function label(cell) {

@@ -12,23 +12,9 @@
    Enter or Space on a module toggles it. */
 (function () {
   "use strict";
-  const SVG = "http://www.w3.org/2000/svg";
   const HEAD = 22, PAD = 10, BOX_H = 40, OP_H = 30, STAGES = 8;
 
-  function make(tag, attrs, parent, text) {
-    const e = document.createElementNS(SVG, tag);
-    for (const k in attrs) e.setAttribute(k, attrs[k]);
-    if (text !== undefined) e.textContent = text;
-    if (parent) parent.appendChild(e);
-    return e;
-  }
-  function html(tag, cls, parent, text) {
-    const e = document.createElement(tag);
-    if (cls) e.className = cls;
-    if (text !== undefined) e.textContent = text;
-    if (parent) parent.appendChild(e);
-    return e;
-  }
+  const { svg: make, html } = window.CPDom; // docs/assets/javascripts/dom.js
   const num = (n) => (n >= 1e9 ? (n / 1e9).toFixed(2) + " G" : n >= 1e6
     ? (n / 1e6).toFixed(2) + " M" : n >= 1e4 ? (n / 1e3).toFixed(1) + " k"
     : String(Math.round(n)));

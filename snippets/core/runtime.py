@@ -62,7 +62,7 @@ class Spec:
     min_world_size: int = 1
     needs: str = "cpu"  # "cpu": runs anywhere; "gpu": only where CUDA is
     timeout_s: float = DEFAULT_TIMEOUT_S
-    timed: bool = False  # it reports times: run-all never runs another snippet beside it
+    timed: bool = False  # it reports times: run-all runs nothing else beside it
 
 
 # --8<-- [start:backend]

@@ -68,6 +68,7 @@ def block_of(module_id: str, stack: list[str]) -> str:
     return next((b for b in stack if (module_id + ".").startswith(b + ".")), "")
 
 
+# --8<-- [start:rank_bytes]
 def rank_bytes(graph: dict, d: Degrees) -> list[dict]:
     """One row per PP stage: its ranks and what each of them holds and sends."""
     rows = [
@@ -94,6 +95,9 @@ def rank_bytes(graph: dict, d: Degrees) -> list[dict]:
     for row in rows:
         row["total"] = sum(row[k] for k in ("weights", "grads", "optimizer", "buffers"))
     return rows
+
+
+# --8<-- [end:rank_bytes]
 
 
 def dims(out: dict, cp: int) -> tuple[float, float, float, float]:

@@ -132,6 +132,7 @@ def test_run_all_reruns_a_snippet_when_its_dependency_changes(
         only=["ring_allreduce"],
         force=False,
         per_snippet_timeout=60.0,
+        jobs=2,
     )
     assert run_all.run_all(opts) == 0 and ran == []  # unchanged: cached
     changed_file("snippets/comm/plumbing.py")

@@ -12,7 +12,13 @@ import re
 from pathlib import Path
 
 import pytest
-from test_browser import browser, open_page, served, url_of  # noqa: F401 - fixtures
+from test_browser import (  # noqa: F401 - fixtures
+    browser,
+    contrast,
+    open_page,
+    served,
+    url_of,
+)
 
 from snippets.comm.trace_frames import label
 
@@ -130,3 +136,36 @@ def test_a_player_plays_by_itself_without_reduced_motion(
     fig.locator('button[aria-label="Pause"]').click()
     assert fig.get_attribute("data-playing") == "false"
     assert not page.errors and not page.foreign, (page.errors, page.foreign)
+
+
+# The page colour behind the first player, and every stripe colour it draws.
+STRIPE_COLOURS = """() => {
+  const f = document.querySelector('figure.cp-player');
+  let el = f, bg = 'rgba(0, 0, 0, 0)';
+  while (el && /rgba\\(.*, 0\\)|transparent/.test(bg)) {
+    bg = getComputedStyle(el).backgroundColor; el = el.parentElement;
+  }
+  return [bg, [...f.querySelectorAll('.cp-player__stripe')]
+    .map(s => getComputedStyle(s).fill)];
+}"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_stripes_contrast_3_to_1_in_both_schemes(
+    open_page,  # noqa: F811
+    served,  # noqa: F811
+    built_site,
+    scheme,
+) -> None:
+    page = open_page(scheme=scheme)
+    html, _ = player_pages(built_site)[
+        -1
+    ]  # an all-reduce or later: many ranks' stripes
+    page.goto(url_of(served, built_site, html))
+    page.locator("figure.cp-player").first.focus()
+    page.keyboard.press("End")  # the last frame: every rank's colour is drawn
+    bg, stripes = page.evaluate(STRIPE_COLOURS)
+    assert len(set(stripes)) >= 2, stripes
+    low = [f"stripe {c} on {bg}" for c in set(stripes) if contrast(c, bg) < 3]
+    assert not low, "\n".join(low)
+    assert not page.foreign and not page.errors, (page.foreign, page.errors)

@@ -12,7 +12,8 @@ Bytes per parameter with Adam: 2 (bf16 weight) + 2 (bf16 gradient) + 4 (master) 
 
 Why a master: bf16 keeps 8 significant bits, so an update smaller than half the
 spacing between neighbouring values rounds away. Just below 1.0 the spacing is
-2⁻⁸ ≈ 0.0039, so steps of 0.001 never move a bf16 weight of 1.0; a master adds them up.
+2⁻⁸ ≈ 0.0039, so steps of 0.001 never move a bf16 weight of 1.0; a master adds
+them up.
 
 :class:`MasterWeights` is an optimizer like any other, so ZeRO takes it unchanged:
 ``zero.shard(gpt.to(torch.bfloat16), with_master_weights(Adam), stage, lr=…)`` keeps
@@ -39,7 +40,8 @@ SPEC = Spec(
     summary="bf16 weights, fp32 masters: 16 bytes a parameter, ZeRO 1-3", world_size=2
 )
 LOW = torch.bfloat16
-# ‖w − w_fp32‖ / ‖w_fp32 − w_0‖, plain SGD: how much of fp32's update a run got wrong
+# |w - w_fp32| / |w_fp32 - w_0| (norms), plain SGD: how much of fp32's update a run
+# got wrong
 UPDATE_TOLERANCE = 2e-2
 
 
@@ -194,7 +196,7 @@ def main(steps: int = 3) -> dict:
         )
     alone_value, master_value = small_updates()
     assert alone_value == 1.0 and master_value == torch.tensor(0.99).to(LOW).item()
-    print0(f"tiny GPT, Ψ = {psi:,}: bf16 weights and grads, fp32 masters, {N} ranks")
+    print0(f"tiny GPT, Ψ = {psi:,}: bf16 weights, grads; fp32 masters; {N} ranks")
     print0("stage  paper         bytes/rank     formula   update error vs fp32")
     for r in rows:
         print0(

@@ -1,12 +1,12 @@
 """Parameter counts from a model's dimensions, whole and per GPU under TP and PP.
 
 Two shapes. ``gpt``: learned token and position embeddings, LayerNorm (weight and bias),
-attention q, k, v, o and a GELU MLP h → ffn → h, biases everywhere, the head tied to
+attention q, k, v, o and a GELU MLP h→ffn→h, biases everywhere, the head tied to
 the token embedding (GPT-2, GPT-3, the tiny GPT). ``llama``: token embedding only
 (RoPE has no parameters), RMSNorm (weight only), grouped-query attention with
 ``kv_heads`` key/value heads of ``h/heads`` each, a SwiGLU MLP (gate, up, down), no
 biases, an untied head. One layer of GPT is 12h² + 13h with biases: Narayanan et al.
-2021 (arXiv:2104.04473) eq. 2, P = 12Lh²(1 + 13/(12h) + (V + s)/(12Lh)), which leaves
+2021 (arXiv:2104.04473) eq. 2, P = 12Lh²(1 + 13/(12h) + (V+s)/(12Lh)), which leaves
 out the final LayerNorm's 2h.
 
 Under tensor parallelism (Megatron's split) every weight matrix is cut t ways, so are
@@ -32,7 +32,7 @@ def attention_params(h: int, a: int, kv: int, bias: bool) -> tuple[int, int]:
 
 
 def mlp_params(arch: str, h: int, ffn: int, bias: bool) -> tuple[int, int]:
-    """(split, replicated): GELU h → ffn → h, or SwiGLU gate and up h → ffn, down."""
+    """(split, replicated): GELU h→ffn→h, or SwiGLU: gate, up h→ffn; down."""
     ins = 1 if arch == "gpt" else 2  # column-split input matrices
     return (ins + 1) * h * ffn + bias * ins * ffn, bias * h
 

@@ -6,8 +6,8 @@ gathered size), ``reduce_scatter`` (buffer = the input size) or ``send`` (one
 point-to-point message). Bytes a GPU sends are the buffer times nccl-tests' bus factor
 (``doc/PERFORMANCE.md``: 2(n-1)/n for all-reduce, (n-1)/n for the other two, 1 for a
 send). Seconds come from the α-β model of ``snippets.comm.cost_formulas`` with ring
-algorithms: a ring all-reduce is 2(n-1)α + 2(n-1)/n·B/bw, all-gather and reduce-scatter
-(n-1)α + (n-1)/n·B/bw, a send α + B/bw (the γ of the reduction is left out).
+algorithms: a ring all-reduce is 2(n-1)α + 2(n-1)/n·B/bw, all-gather and
+reduce-scatter (n-1)α + (n-1)/n·B/bw, a send α + B/bw (the reduction's γ left out).
 
 * DP, over the dp × cp ranks, with weight bytes w and gradient bytes g a parameter
   and P parameters a GPU: ZeRO-0 all-reduces the gradients (2Ψ of the ZeRO paper);
@@ -21,7 +21,7 @@ algorithms: a ring all-reduce is 2(n-1)α + 2(n-1)/n·B/bw, all-gather and reduc
 * PP: each micro-batch's activation forward and its gradient backward across every
   stage boundary, once per chunk with v interleaved chunks (a middle stage, the most
   loaded); 1/t of it with SP, whose activations are already split.
-* CP: ring attention passes each GPU's K and V chunk (b·s/cp·h_kv/t each) cp - 1 hops
+* CP: ring attention passes each GPU's K and V chunk (b·s/cp·h_kv/t each) cp-1 hops
   a layer forward; backward passes K, V and their gradients; full recompute adds a
   forward.
 """
@@ -110,7 +110,7 @@ def cp_calls(b, s_loc, h_kv, e, layers, m, cp, t=1, recompute="none") -> list[Ca
 
 
 def link(span: int, gpus_per_node: int, bw_intra: float, bw_inter: float, **alphas):
-    """(α, bandwidth) of a group spanning ``span`` consecutive ranks: inside one node
+    """(α, bandwidth) of a group of ``span`` consecutive ranks: inside one node
     (NVLink or PCIe) when span ≤ gpus_per_node, else over each GPU's NIC."""
     if span <= gpus_per_node:
         return alphas["alpha_intra"], bw_intra

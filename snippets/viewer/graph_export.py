@@ -97,7 +97,7 @@ class Recorder(torch.fx.Interpreter):
 
 
 def param_table(model: torch.nn.Module) -> dict[str, list[dict]]:
-    """Module id → the tensors it registers itself (each shared tensor counted once)."""
+    """Module id → the tensors it registers itself (shared ones counted once)."""
     table: dict[str, list[dict]] = {name: [] for name, _ in model.named_modules()}
     for kind, named in (
         ("parameter", model.named_parameters()),

@@ -54,7 +54,7 @@ class LlamaConfig:
 
 # --8<-- [start:block]
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """RoPE on (B, H, N, hd): pairs (x1, x2) of the two halves turn by angle θ_i·n."""
+    """RoPE on (B, H, N, hd): the halves' pairs (x1, x2) turn by angle θ_i·n."""
     x1, x2 = x.chunk(2, dim=-1)
     return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
 
@@ -158,13 +158,15 @@ def main() -> dict:
     assert math.isclose(sent["tp"], tp_want, rel_tol=1e-12), (sent["tp"], tp_want)
     assert math.isclose(sent["cp"], traffic.sent_bytes(cp_want, d.cp), rel_tol=1e-12)
     print0(f"{graph['model']}: {len(graph['ops'])} ops, {cfg.num_params():,} params")
-    print0(f"at tp={d.tp}: {local:,.0f} params a rank = params.layer_params('llama') ✓")
+    print0(f"at tp={d.tp}: {local:,.0f} params a rank = params.layer_params ✓")
     print0(
         f"at tp={d.tp} cp={d.cp}: TP {sent['tp']:,.0f} B = traffic.tp_calls ✓, "
         f"CP {sent['cp']:,.0f} B = traffic.cp_calls ✓"
     )
     ratio = cfg.n_head / cfg.n_kv_head
-    print0(f"GQA: {cfg.n_kv_head} K, V heads for {cfg.n_head}: ring traffic ÷{ratio:g}")
+    print0(
+        f"GQA: {cfg.n_kv_head} K, V heads for {cfg.n_head}: ring traffic / {ratio:g}"
+    )
     start = {"tp": d.tp, "cp": d.cp}
     return {
         "markdown": {"graph": embed_html(graph, start)},

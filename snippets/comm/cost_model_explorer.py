@@ -26,7 +26,10 @@ from snippets.core.interactive_charts import Slider, formula_explorer
 from snippets.core.registry import REPO_DIR
 from snippets.core.runtime import Spec, print0
 
-SPEC = Spec(summary="sliders for α, β and p: which all-reduce wins at each size")
+SPEC = Spec(
+    summary="sliders for α, β and p: which all-reduce wins at each size",
+    reads=("cost_model",),  # its fit: run-all runs cost_model first, then this
+)
 P_MAX = 64  # the p slider's end: one array entry per p in the expressions
 SIZES = [2.0 ** (i / 2) for i in range(0, 69)]  # 1 B .. 16 GiB, √2 apart
 TYPICAL = Machine(alpha=1e-5, beta=1e-10)  # if there is no fit: 10 µs, 10 GB/s

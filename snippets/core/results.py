@@ -11,7 +11,9 @@ What a snippet's ``main()`` may return (rank 0's value is the one kept)::
 ``run-all`` adds what it saw: the command, its printed output, the provenance (device,
 backend, world size, torch, commit, UTC time) and a hash of the code it ran, and writes
 ``results/<name>.json`` plus ``results/<name>.md`` (the output and a provenance line)
-for the notes to include. A figure's spec comes from ``snippets.core.charts``.
+for the notes to include. A snippet that reads another's results declares it
+(``SPEC.reads``), and that file's bytes are part of its :func:`cache_key`. A figure's
+spec comes from ``snippets.core.charts``.
 """
 
 from __future__ import annotations
@@ -77,6 +79,21 @@ def code_hash(path: Path, extra: str) -> str:
     for p in sorted(files):
         h.update(str(p.relative_to(REPO_DIR)).encode() + b"\0" + p.read_bytes())
     return h.hexdigest()
+
+
+def cache_key(path: Path, backend: str, results_dir: Path, reads=()) -> str:
+    """What run-all keeps in ``hash``: the code hash on ``backend`` and, for each
+    snippet named in ``reads``, the bytes of its ``results_dir/<name>.json`` as they
+    are now (a missing file counts too), so a rerun of that snippet reruns this one.
+    With nothing read it is ``code_hash(path, backend)``."""
+    extra = backend
+    for name in reads:
+        try:
+            seen = hashlib.sha256((results_dir / f"{name}.json").read_bytes())
+        except OSError:
+            seen = None
+        extra += f"\0{name}={seen.hexdigest() if seen else 'missing'}"
+    return code_hash(path, extra)
 
 
 def markdown_table(rows: list[dict[str, Any]]) -> str:

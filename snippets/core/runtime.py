@@ -63,6 +63,7 @@ class Spec:
     needs: str = "cpu"  # "cpu": runs anywhere; "gpu": only where CUDA is
     timeout_s: float = DEFAULT_TIMEOUT_S
     timed: bool = False  # it reports times: run-all runs nothing else beside it
+    reads: tuple[str, ...] = ()  # snippets whose results/<name>.json it reads
 
 
 # --8<-- [start:backend]

@@ -93,3 +93,24 @@ def test_the_part_has_a_text_alternative_and_provenance(tmp_path: Path) -> None:
     assert page.cells[3:6] == ["a </script> b", "1", "2"]
     assert len(page.cells) == 3 * 5
     assert 'class="cp-provenance"' in part and "gloo · 2 ranks" in part
+
+
+def test_the_cache_key_moves_with_the_results_it_reads_and_nothing_else(
+    tmp_path: Path,
+) -> None:
+    code = Path(results.__file__)  # any module: its code hash is the baseline
+
+    def key() -> str:
+        return results.cache_key(code, "gloo", tmp_path, ("producer",))
+
+    # reading nothing: the plain code hash, so caches written before stay valid
+    assert results.cache_key(code, "gloo", tmp_path) == results.code_hash(code, "gloo")
+    missing = key()
+    (tmp_path / "producer.json").write_text('{"result": 1}')
+    first = key()
+    (tmp_path / "other.json").write_text('{"result": 2}')  # not read: no matter
+    assert key() == first
+    (tmp_path / "producer.json").write_text('{"result": 3}')
+    assert len({missing, first, key(), results.code_hash(code, "gloo")}) == 4
+    (tmp_path / "producer.json").write_text('{"result": 1}')
+    assert key() == first  # the same bytes, the same key

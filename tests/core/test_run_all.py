@@ -1,8 +1,11 @@
-"""run_all: the results folder is checked before anything runs."""
+"""run_all: the results folder is checked before anything runs; timed snippets run
+alone; a snippet that reads another's results runs after it and reruns when it does."""
 
 from __future__ import annotations
 
 import argparse
+import itertools
+import re
 import threading
 import time
 from pathlib import Path
@@ -10,7 +13,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from snippets.core import run_all
+from snippets.__main__ import main as snippets_main
+from snippets.core import registry, run_all
 from snippets.core.errors import UsageError
 from snippets.core.runtime import Spec
 
@@ -81,3 +85,154 @@ def test_timed_snippets_run_alone_and_the_rest_side_by_side(
     assert any(len(seen[n]) == 2 for n in "bcef")  # side by side
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[1].rstrip(":") for line in lines] == names
+
+
+def opts_for(results: Path, **changes) -> argparse.Namespace:
+    base = dict(
+        results=str(results),
+        backend="gloo",
+        only=None,
+        force=False,
+        per_snippet_timeout=5.0,
+        jobs=2,
+    )
+    return argparse.Namespace(**{**base, **changes})
+
+
+def stand_ins(**reads: tuple[str, ...]) -> dict[str, SimpleNamespace]:
+    """Snippets named by the keywords, each reading the ones its tuple names; a name
+    ending in _timed reports times."""
+    return {
+        n: SimpleNamespace(
+            name=n,
+            path=Path(n),
+            spec=Spec(summary=n, timed=n.endswith("_timed"), reads=r),
+        )
+        for n, r in sorted(reads.items())
+    }
+
+
+def test_a_reader_never_keeps_a_result_its_producer_has_replaced(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """The cost_model case: a timed producer whose every run gives a new number and an
+    untimed reader that copies it. The oracle is the producer's file itself: after
+    every run-all the reader's result holds what that file holds now."""
+    entries = stand_ins(fit_timed=(), page=("fit_timed",), other=())
+    monkeypatch.setattr(run_all.registry, "snippets_by_name", lambda: entries)
+    edits = {"fit_timed": ""}  # an edit to the producer's code changes its hash
+    monkeypatch.setattr(
+        run_all.results,
+        "code_hash",
+        lambda path, extra: f"{path}:{extra}" + edits.get(str(path), ""),
+    )
+    ran: list[str] = []
+    runs = itertools.count()  # every run of the producer gives a new number
+
+    def fake_child(name, backend, timeout_s):
+        ran.append(name)
+        value = {"run": next(runs)}
+        if name == "page":  # reads the producer's results, as the explorer does
+            value = {"seen": run_all.results.read(tmp_path, "fit_timed")["result"]}
+        seen = {"device": "cpu", "backend": backend, "world_size": 1}
+        return {"result": value, **seen}, "ok\n"
+
+    monkeypatch.setattr(run_all, "run_child", fake_child)
+
+    def run(**changes) -> list[str]:
+        ran.clear()
+        assert run_all.run_all(opts_for(tmp_path, **changes)) == 0
+        return list(ran)
+
+    def page_is_fresh() -> bool:
+        page = run_all.results.read(tmp_path, "page")["result"]["seen"]
+        return page == run_all.results.read(tmp_path, "fit_timed")["result"]
+
+    assert run() == ["fit_timed", "other", "page"] and page_is_fresh()
+    assert run() == []  # nothing changed: all cached
+    assert run(only=["fit_timed"], force=True) == ["fit_timed"]
+    assert not page_is_fresh()  # --only left the page out
+    assert run() == ["page"] and page_is_fresh()  # the new fit on file reruns it
+    edits["fit_timed"] = "+an edit"
+    assert run() == ["fit_timed", "page"] and page_is_fresh()  # both, in order
+    assert run(only=["page", "fit_timed"]) == []  # an unchanged producer: cached
+
+
+def test_a_reader_starts_after_its_producers_and_timed_ones_stay_alone(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """Every kind of edge: untimed → timed (a_timed reads b), timed → untimed (c reads
+    d_timed), untimed → untimed (e reads c), and ones that read nothing."""
+    entries = stand_ins(
+        a_timed=("b",), b=(), c=("d_timed",), d_timed=(), e=("c",), f=(), g_timed=()
+    )
+    spans: dict[str, tuple[float, float]] = {}
+
+    def fake_run_one(entry, results_dir, backend, timeout_s):
+        start = time.monotonic()
+        time.sleep(0.1)
+        spans[entry.name] = (start, time.monotonic())
+        return True, "0.1 s"
+
+    monkeypatch.setattr(run_all.registry, "snippets_by_name", lambda: entries)
+    monkeypatch.setattr(run_all, "run_one", fake_run_one)
+    assert run_all.run_all(opts_for(tmp_path, force=True)) == 0
+    assert set(spans) == set(entries)
+
+    def overlap(x: str, y: str) -> bool:
+        return spans[x][0] < spans[y][1] and spans[y][0] < spans[x][1]
+
+    for name, entry in entries.items():
+        for producer in entry.spec.reads:
+            assert spans[producer][1] <= spans[name][0], f"{name} before {producer}"
+        if entry.spec.timed:
+            assert not any(overlap(name, o) for o in entries if o != name), name
+    assert any(overlap(x, y) for x in "bcef" for y in "bcef" if x < y)
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[1].rstrip(":") for line in lines] == sorted(entries)
+
+
+@pytest.mark.parametrize(
+    ("reads", "says"),
+    [
+        (
+            {"page": ("fit_tmed",)},
+            "page: SPEC reads the results of 'fit_tmed', "
+            "which is no snippet; did you mean 'fit_timed'?",
+        ),
+        ({"page": ("page",)}, "page: SPEC reads the results of itself"),
+        ({"page": "fit_timed"}, "page: SPEC reads='fit_timed' must be a tuple"),
+        (
+            {"page": ("fit_timed",), "fit_timed": ("other",), "other": ("page",)},
+            "in a circle: fit_timed reads other reads page reads fit_timed;",
+        ),
+    ],
+)
+def test_a_bad_reads_is_one_line_and_exit_2_before_anything_runs(
+    reads, says, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    entries = stand_ins(**{"fit_timed": (), "page": (), "other": (), **reads})
+    monkeypatch.setattr(run_all.registry, "snippets_by_name", lambda: entries)
+    monkeypatch.setattr(run_all, "run_one", lambda *a: pytest.fail("it ran"))
+    code = snippets_main(["run-all", "--results", str(tmp_path), "--backend", "gloo"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith("error: ")
+    assert says in err and list(tmp_path.iterdir()) == []
+
+
+def test_the_real_snippets_declare_the_results_they_read() -> None:
+    """Any snippet whose code names another's results file (``NAME.json``,
+    ``results/NAME.``) says so in its SPEC, and its producer comes first."""
+    entries = registry.snippets_by_name()
+    order = run_all.producers_first(entries)
+    for name, entry in entries.items():
+        text = entry.path.read_text(encoding="utf-8")
+        named = {
+            other
+            for other in entries
+            if other != name
+            and re.search(rf"\b{other}\.json\b|results/{other}\.", text)
+        }
+        assert named == set(entry.spec.reads), name
+        assert all(order.index(p) < order.index(name) for p in entry.spec.reads)
+    assert entries["cost_model_explorer"].spec.reads == ("cost_model",)

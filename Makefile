@@ -44,8 +44,14 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# The suite runs in TEST_JOBS processes, each test file whole in one of them (a file's
+# fixtures launch ranks once). run-all goes first, alone: its benchmarks time on a quiet
+# machine, and the suite then finds every result cached.
+TEST_JOBS ?= 2
+
 test: install lint
-	$(BIN)/python -m pytest --codeblocks
+	$(BIN)/python -m snippets run-all
+	$(BIN)/python -m pytest --codeblocks -n $(TEST_JOBS) --dist loadfile
 
 gpu-check: $(if $(filter $(BIN)/python,$(GPU_PYTHON)),$(BIN)/.installed)
 	$(GPU_PYTHON) -m snippets.core.gpu_check

@@ -22,7 +22,7 @@ import os
 import sys
 from pathlib import Path
 
-from snippets.core import registry
+from snippets.core import ranks, registry
 from snippets.core.cli import (
     OneLineParser,
     add_run_arguments,
@@ -68,6 +68,8 @@ def cmd_run(opts: argparse.Namespace) -> int:
         check_writable(Path(opts.out).parent)
     prog = f"python -m snippets run {entry.name}"
     options = snippet_options(entry.module, opts.rest, prog)
+    if not registry.steps_optimizer(entry.path):
+        ranks.PRELOAD.remove("torch._dynamo")
     result = run(entry.module.main, spec, n, backend, opts.timeout, options)
     if opts.out and int(os.environ.get("RANK", "0")) == 0:
         distributed = spec.world_size > 1 or n > 1 or under_torchrun()

@@ -50,33 +50,62 @@ def process_children(pid: int) -> list[int]:
     return found
 
 
+def _shared(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder every test process of this run sees: under pytest-xdist each worker has
+    its own base temp, and their common parent belongs to this run alone."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def _once(tmp_path_factory: pytest.TempPathFactory, name: str, make) -> Path:
+    """``make(folder)`` run by the first test process that asks; the others wait for
+    it and reuse the folder, so a worker never repeats nor races another's work."""
+    from filelock import FileLock
+
+    shared = _shared(tmp_path_factory)
+    folder, done = shared / name, shared / f"{name}.done"
+    with FileLock(str(shared / f"{name}.lock")):
+        if not done.exists():
+            folder.mkdir(exist_ok=True)
+            make(folder)
+            done.touch()
+    return folder
+
+
 @pytest.fixture(scope="session")
-def results_dir() -> Path:
+def results_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """results/ brought up to date by run-all (cached: unchanged code is not rerun)."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "snippets", "run-all"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-    )
-    assert proc.returncode == 0, f"run-all failed:\n{proc.stdout}\n{proc.stderr}"
+
+    def run_all(_: Path) -> None:
+        proc = subprocess.run(
+            [sys.executable, "-m", "snippets", "run-all"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+        )
+        assert proc.returncode == 0, f"run-all failed:\n{proc.stdout}\n{proc.stderr}"
+
+    _once(tmp_path_factory, "run-all", run_all)
     return REPO / "results"
 
 
 @pytest.fixture(scope="session")
 def built_site(results_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One strict build of the site for every site test."""
-    out = tmp_path_factory.mktemp("site")
-    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-    proc = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        env=env,
-    )
-    assert proc.returncode == 0, f"mkdocs build --strict failed:\n{proc.stderr[-4000:]}"
-    return out
+    """One strict build of the site for every site test (and every worker)."""
+
+    def build(out: Path) -> None:
+        env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+        proc = subprocess.run(
+            [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+        tail = proc.stderr[-4000:]
+        assert proc.returncode == 0, f"mkdocs build --strict failed:\n{tail}"
+
+    return _once(tmp_path_factory, "site", build)
 
 
 @pytest.fixture(scope="session")
@@ -89,3 +118,12 @@ def tiny():
 
     model, args = tiny_gpt(), tiny_gpt_inputs()
     return model, args, annotate(export_graph(model, args))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_report_to_serializable(config, report) -> None:
+    """A failed note block (README.md, docs/) reports its exception's first argument,
+    which is a number when a command exits non-zero; a pytest-xdist worker must hand
+    its report over as text, or the whole run stops on an internal error."""
+    if isinstance(getattr(report, "longrepr", None), (int, float)):
+        report.longrepr = f"{report.nodeid}: the command exited with {report.longrepr}"

@@ -164,15 +164,19 @@ def _child(
     sys.exit(0 if status == "ok" else 1)
 
 
+# What the fork server imports before a fork. An optimizer's first step imports
+# torch._dynamo (~2 s of CPU a rank) unless the server paid once; a launcher whose
+# ranks step none drops it (``python -m snippets run`` does, from the import closure).
+PRELOAD = ["torch", "torch.distributed", "torch._dynamo"]
+
+
 def _context() -> Any:
-    """Fork from a server that imported torch once where the platform has one (Linux,
-    macOS); a fresh interpreter per rank elsewhere. Neither is ``fork`` itself, which
-    would copy the launcher's threads and any CUDA state."""
+    """Fork from a server that imported torch once (Linux, macOS), else a fresh
+    interpreter per rank; never ``fork``, which copies threads and CUDA state."""
     if "forkserver" not in mp.get_all_start_methods():
         return mp.get_context("spawn")
     ctx = mp.get_context("forkserver")
-    # an optimizer's first use imports torch._dynamo: ~2 s a rank, unless paid here once
-    ctx.set_forkserver_preload(["torch", "torch.distributed", "torch._dynamo"])
+    ctx.set_forkserver_preload(PRELOAD)
     return ctx
 
 

@@ -222,3 +222,13 @@ def import_closure(path: Path) -> set[Path]:
             seen.add(p)
             todo += local_imports(p)
     return seen
+
+
+_OPTIMIZER = re.compile(r"\boptim\b|Optimizer")
+
+
+def steps_optimizer(path: Path) -> bool:
+    """Whether a file this one runs names an optimizer: only then does the fork server
+    preload what an optimizer's first step imports (a wrong guess costs time only)."""
+    closure = import_closure(path)
+    return any(_OPTIMIZER.search(p.read_text(encoding="utf-8")) for p in closure)

@@ -192,3 +192,25 @@ def test_benchmarks_are_found_without_importing_them() -> None:
     assert {
         m.BENCH for m in every if isinstance(getattr(m, "BENCH", None), str)
     } == set(found)
+
+
+def test_an_optimizer_step_is_what_imports_dynamo_and_the_guess_follows_imports():
+    """The fork server preloads torch._dynamo only for snippets that step an optimizer,
+    because a step is what imports it (checked in a fresh interpreter), and the guess
+    reads the import closure: ddp_bench names no optimizer, the ddp it imports does."""
+    probe = (
+        "import sys, torch\n"
+        "p = torch.nn.Parameter(torch.ones(1)); p.grad = torch.ones(1)\n"
+        "before = 'torch._dynamo' in sys.modules\n"
+        "torch.optim.SGD([p], lr=0.1).step()\n"
+        "print(before, 'torch._dynamo' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["False", "True"]
+    path = registry.snippet("ddp_bench").path
+    assert not registry._OPTIMIZER.search(path.read_text(encoding="utf-8"))
+    assert registry.steps_optimizer(path)
+    assert registry.steps_optimizer(registry.snippet("zero").path)
+    assert not registry.steps_optimizer(registry.snippet("collectives").path)

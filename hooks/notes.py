@@ -7,7 +7,9 @@
 * every note says "part N of M" of its series under its title, and its page footer's
   previous / next are the series' neighbours (not the blog's, by date): one "next".
 * each series page lists its notes oldest first, on one page.
-* ``<!-- repo_url -->`` anywhere becomes the repository's address (``repo_url``).
+* ``<!-- repo_url -->`` anywhere becomes the repository's address (``repo_url``), or,
+  when the build knows none, ``REPOSITORY-URL`` (hooks/pages.py finds no link it
+  could trust, and the page does not invent one).
 
 A note is ``docs/blog/posts/*.md``; its series is its first category, its date the
 scalar ``date:`` of its front matter.
@@ -28,6 +30,7 @@ from mkdocs.utils.meta import get_data
 
 POSTS_DIR = "blog/posts/"
 LATEST = 5
+NO_REPO = "REPOSITORY-URL"
 
 
 @dataclass(frozen=True)
@@ -200,7 +203,7 @@ def on_page_markdown(markdown, page, config, files):
         if marker in markdown:
             args = (uri, page, config) if make is series_list else (uri,)
             markdown = markdown.replace(marker, make(*args))
-    markdown = markdown.replace("<!-- repo_url -->", config.repo_url or "")
+    markdown = markdown.replace("<!-- repo_url -->", config.repo_url or NO_REPO)
     note = next((n for n in _notes if n.src_uri == uri), None)
     if note is not None:
         markdown = with_part(markdown, note) + series_nav(note, page, config)

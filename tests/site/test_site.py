@@ -473,6 +473,8 @@ def test_notebook_page_is_findable_offline_and_carries_provenance(
     html = page.read_text(encoding="utf-8")
     assert "cdnjs" not in html and "mathjax" not in html.lower()
     assert 'class="cp-provenance"' in html
+    # the run's own line, an output inside the notebook, not one the build wrote
+    assert html.index('class="cp-provenance"') > html.index('class="jupyter-wrapper"')
     assert "katex.min.js" in html  # its $…$ spans have math to typeset
     linked_from = [
         p
@@ -508,20 +510,36 @@ def test_search_index_holds_no_raw_tex(built_site: Path) -> None:
 
 
 def test_home_page_and_provenance_link_the_repository(built_site: Path) -> None:
-    cfg = yaml.safe_load(
-        re.sub(r"!!python/\S+|!ENV", "", (REPO / "mkdocs.yml").read_text())
-    )
+    """Links go to the repository hooks/pages.py derives from this environment and
+    checkout (its own tests cover the derivation), at its ref; with none, no links."""
+    import importlib.util
+    import os
+
+    spec = importlib.util.spec_from_file_location("pages", REPO / "hooks" / "pages.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    repo = hook.repo_url(os.environ, hook.git("remote", "get-url", "origin", cwd=REPO))
+    ref = hook.code_ref(os.environ, hook.git("rev-parse", "HEAD", cwd=REPO))
     home = (built_site / "index.html").read_text(encoding="utf-8")
     assert "&lt;this repository&gt;" not in home and "<this repository>" not in home
     for series, posts in series_posts().items():
         assert series in home and front_matter(posts[0])["slug"] in home, series
     assert 'href="tags/"' in home or 'href="tags/index.html"' in home
     note = next((built_site / "blog").glob("20*/*/*/*/index.html")).read_text("utf-8")
+    if repo is None:
+        assert "git clone REPOSITORY-URL" in re.sub(r"<[^>]+>", "", home)
+        assert "/commit/" not in note
+        assert '<span class="filename"><a' not in note
+        return
+    commit_at, file_at = (re.escape(f) for f in hook.links(repo))
+    assert f"git clone {repo} commonplace" in re.sub(r"<[^>]+>", "", home)
     assert re.search(
-        r'cp-provenance">[^<]*commit <a href="https?://[^"]+/commit/', note
+        r'cp-provenance">[^<]*commit <a href="'
+        + commit_at.replace(r"\{sha\}", "[0-9a-f]{7,40}"),
+        note,
     )
-    assert re.search(r'class="filename"><a href="https?://[^"]+/snippets/', note)
-    assert cfg["repo_url"]
+    file_at = file_at.replace(r"\{ref\}", re.escape(ref)).replace(r"\{path\}", "")
+    assert re.search(r'class="filename"><a href="' + file_at + "snippets/", note)
 
 
 def test_tags_page_lists_every_tag_and_notes_link_to_it(built_site: Path) -> None:

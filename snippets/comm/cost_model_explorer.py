@@ -7,8 +7,9 @@ function itself, and only the choice of the trees' segment count k is re-express
 The tests evaluate every expression in Python and hold it to ``predict``.
 
 The sliders start at this machine's α and β, fitted by ``cost_model`` (read from
-``results/cost_model.json``, or ``--fit FILE``), and the dashed grey curve is the
-best algorithm's time at those fitted values.
+``cost_model.json`` in the results folder run-all writes to, by default the repo's
+``results/``, or ``--fit FILE``), and the dashed grey curve is the best algorithm's
+time at those fitted values.
 
     python -m snippets run cost_model_explorer
 """
@@ -23,7 +24,7 @@ from pathlib import Path
 from snippets.comm.cost_formulas import FORMULAS, PIPELINED, Machine, predict
 from snippets.core.cli import main_entry
 from snippets.core.interactive_charts import Slider, formula_explorer
-from snippets.core.registry import REPO_DIR
+from snippets.core.results import results_folder
 from snippets.core.runtime import Spec, print0
 
 SPEC = Spec(
@@ -35,8 +36,13 @@ SIZES = [2.0 ** (i / 2) for i in range(0, 69)]  # 1 B .. 16 GiB, √2 apart
 TYPICAL = Machine(alpha=1e-5, beta=1e-10)  # if there is no fit: 10 µs, 10 GB/s
 
 
+def default_fit() -> str:
+    """cost_model's results in the folder run-all writes to (the repo's results/)."""
+    return str(results_folder() / "cost_model.json")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--fit", default=str(REPO_DIR / "results" / "cost_model.json"))
+    parser.add_argument("--fit", default=default_fit())
 
 
 def coefficients(name: str, p: int) -> tuple[float, ...]:
@@ -128,7 +134,7 @@ def explorer(m: Machine | None, p: int = 6) -> dict:
 
 
 def main(fit: str | None = None) -> dict:
-    m, source = fitted(fit or str(REPO_DIR / "results" / "cost_model.json"))
+    m, source = fitted(fit or default_fit())
     if m is None:
         print0(f"{source}: the sliders start at α = 10 µs, β = 0.1 ns/B instead")
     else:

@@ -12,8 +12,9 @@ What a snippet's ``main()`` may return (rank 0's value is the one kept)::
 backend, world size, torch, commit, UTC time) and a hash of the code it ran, and writes
 ``results/<name>.json`` plus ``results/<name>.md`` (the output and a provenance line)
 for the notes to include. A snippet that reads another's results declares it
-(``SPEC.reads``), and that file's bytes are part of its :func:`cache_key`. A figure's
-spec comes from ``snippets.core.charts``.
+(``SPEC.reads``), finds that file in :func:`results_folder` (run-all's ``--results``),
+and that file's bytes are part of its :func:`cache_key`. A figure's spec comes from
+``snippets.core.charts``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import datetime
 import hashlib
 import html
 import json
+import os
 import platform
 import subprocess
 from pathlib import Path
@@ -30,6 +32,15 @@ from typing import Any
 import torch
 
 from snippets.core.registry import REPO_DIR, import_closure
+
+RESULTS_ENV = "COMMONPLACE_RESULTS"  # run-all sets it for each snippet it runs
+
+
+def results_folder() -> Path:
+    """Where the results of other snippets are: the folder run-all writes to (it
+    names it in ``COMMONPLACE_RESULTS`` for each snippet it runs), else the repo's
+    ``results/``."""
+    return Path(os.environ.get(RESULTS_ENV) or REPO_DIR / "results")
 
 
 def commit() -> str:

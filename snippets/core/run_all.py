@@ -6,16 +6,17 @@ session, so one that hangs is killed with all its ranks after ``--per-snippet-ti
 A snippet is not rerun while its code (its whole import closure, see
 :func:`snippets.core.results.code_hash`) and the results of other snippets it reads
 (``SPEC.reads``, see :func:`snippets.core.results.cache_key`) are what they were at
-its last good run on the same backend. The snippets it reads run before it;
-snippets that report times run alone; the others run ``--jobs`` at a time. The run
-exits 1 naming every snippet that failed and the note that embeds it.
+its last good run on the same backend. The snippets it reads run before it (see
+:mod:`snippets.core.run_order`), and it is not run at all if one of them fails;
+snippets that report times run alone; the others run ``--jobs`` at a time. A child
+finds the results folder through :func:`snippets.core.results.results_folder`. The
+run exits 1 naming every snippet that failed or was not run, and the note that
+embeds it.
 """
 
 from __future__ import annotations
 
 import argparse
-import difflib
-import graphlib
 import json
 import os
 import signal
@@ -23,12 +24,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Any, Callable
 
 from snippets.core import registry, results
 from snippets.core.errors import UsageError
+from snippets.core.run_order import not_run_because, producers_first, run_in_order
 from snippets.core.runtime import choose_backend, gpu_count
 
 DEFAULT_RESULTS = registry.REPO_DIR / "results"
@@ -52,9 +52,12 @@ def _last_line(output: str, returncode: int) -> str:
     return lines[-1] if lines else f"exit status {returncode}"
 
 
-def run_child(name: str, backend: str, timeout_s: float) -> tuple[dict | None, str]:
-    """``python -m snippets run NAME`` in a fresh process session: what it wrote to
-    ``--out`` and its output, or None and why it failed."""
+def run_child(
+    name: str, backend: str, timeout_s: float, results_dir: Path
+) -> tuple[dict | None, str]:
+    """``python -m snippets run NAME`` in a fresh process session, told that the
+    results it reads are in ``results_dir``: what it wrote to ``--out`` and its
+    output, or None and why it failed."""
     with tempfile.TemporaryDirectory(prefix="commonplace-run-") as tmp:
         out = Path(tmp) / "result.json"
         argv = [sys.executable, "-m", "snippets", "run", name]
@@ -66,7 +69,11 @@ def run_child(name: str, backend: str, timeout_s: float) -> tuple[dict | None, s
             text=True,
             cwd=registry.REPO_DIR,
             start_new_session=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={
+                **os.environ,
+                "PYTHONUNBUFFERED": "1",
+                results.RESULTS_ENV: str(results_dir),
+            },
         )
         try:
             output, _ = proc.communicate(timeout=timeout_s)
@@ -87,7 +94,7 @@ def run_one(
     n = entry.spec.world_size
     command = f"python -m snippets run {entry.name}" + (f" -n {n}" if n > 1 else "")
     start = time.monotonic()
-    ran, output = run_child(entry.name, backend, timeout_s)
+    ran, output = run_child(entry.name, backend, timeout_s, results_dir)
     if ran is None:
         return False, output
     # a snippet that starts its own ranks (SPEC world_size 1) says how they ran
@@ -108,78 +115,12 @@ def run_one(
     return True, f"{record['seconds']:.1f} s"
 
 
-def producers_first(entries: dict[str, registry.Entry]) -> list[str]:
-    """Every name, each after the snippets whose results it reads (``SPEC.reads``).
-
-    A name in ``reads`` that is no snippet, or snippets that read each other's results
-    round in a circle, are a one-line error."""
-    for name, entry in entries.items():
-        reads = entry.spec.reads
-        if isinstance(reads, str) or not all(isinstance(r, str) for r in reads):
-            raise UsageError(
-                f"{name}: SPEC reads={reads!r} must be a tuple of snippet names, "
-                "e.g. reads=('cost_model',)"
-            )
-        for read in reads:
-            if read not in entries or read == name:
-                close = difflib.get_close_matches(read, set(entries) - {name}, n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
-                what = "itself" if read == name else f"{read!r}, which is no snippet"
-                raise UsageError(f"{name}: SPEC reads the results of {what}{hint}")
-    graph = {name: tuple(e.spec.reads) for name, e in entries.items()}
-    try:
-        return list(graphlib.TopologicalSorter(graph).static_order())
-    except graphlib.CycleError as exc:
-        names = list(reversed(exc.args[1]))[1:]  # each reads the next, round
-        first = names.index(min(names))
-        circle = " reads ".join(names[first:] + names[: first + 1])
-        raise UsageError(
-            f"snippets read each other's results in a circle: {circle}; "
-            "drop one name from a SPEC's reads"
-        ) from None
-
-
-def run_in_order(entries: list, jobs: int, one: Callable, show: Callable) -> None:
-    """``one(entry)`` for every entry, none before the entries named in its
-    ``SPEC.reads`` have finished. Timed entries run first whenever one is ready, with
-    nothing beside them; the others run up to ``jobs`` at a time."""
-    waiting = list(entries)
-    names = {e.name for e in entries}
-    done: set[str] = set()
-    running: dict[Future, Any] = {}
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        while waiting or running:
-            ready = [
-                e
-                for e in waiting
-                if all(r in done or r not in names for r in e.spec.reads)
-            ]
-            timed = [e for e in ready if e.spec.timed]
-            alone = any(e.spec.timed for e in running.values())
-            if timed and not running:
-                start = timed[:1]
-            elif timed or alone:
-                start = []  # a timed one runs, or waits for the machine to be quiet
-            else:
-                start = ready[: jobs - len(running)]
-            for entry in start:
-                waiting.remove(entry)
-                show(entry.name if entry.spec.timed else f"{jobs} at a time")
-                running[pool.submit(one, entry)] = entry
-            if not running:  # producers_first refused circles, so this cannot be
-                raise RuntimeError(f"nothing can start: {[e.name for e in waiting]}")
-            finished, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in finished:
-                done.add(running.pop(future).name)
-                future.result()  # a crash in the runner itself is not swallowed
-
-
 def run_all(opts: argparse.Namespace) -> int:
     """Snippets that report times (``SPEC.timed``) run one at a time, with nothing
     beside them; the rest run ``--jobs`` at a time, since what they print does not
     depend on the machine being quiet. A snippet that reads another's results
-    (``SPEC.reads``) starts after it has finished, and reruns when it reruns.
-    Reported in name order."""
+    (``SPEC.reads``) starts after it has finished, reruns when it reruns, and is not
+    run when it fails (its previous results stay). Reported in name order."""
     from tqdm import tqdm
 
     results_dir = Path(opts.results).resolve()
@@ -191,7 +132,8 @@ def run_all(opts: argparse.Namespace) -> int:
         registry.snippet(name)  # an unknown name is a one-line error
     chosen = [e for n, e in entries.items() if not opts.only or n in opts.only]
     report: dict[str, str] = {}
-    failed: dict[str, str] = {}
+    failed: dict[str, str] = {}  # failed or not run: why, and the notes embedding it
+    not_run: set[str] = set()
     rerun: set[str] = set()
     for entry in sorted(chosen, key=lambda e: order.index(e.name)):
         if entry.spec.needs == "gpu" and gpu_count() == 0:
@@ -211,22 +153,34 @@ def run_all(opts: argparse.Namespace) -> int:
         total=len(to_run), desc="run-all", unit="snippet", file=sys.stderr, disable=None
     )
 
-    def one(entry: registry.Entry) -> None:
+    def fail(entry: registry.Entry, message: str) -> None:
+        notes = registry.notes_embedding(entry.name)
+        where = ", ".join(str(p) for p in notes) or "no note"
+        failed[entry.name] = f"{entry.name} ({where}): {message}"
+
+    def one(entry: registry.Entry) -> bool:
         timeout_s = opts.per_snippet_timeout
         ok, message = run_one(entry, results_dir, opts.backend, timeout_s)
         report[entry.name] = f"{'ran    ' if ok else 'FAILED '} {entry.name}: {message}"
         if not ok:
-            notes = registry.notes_embedding(entry.name)
-            where = ", ".join(str(p) for p in notes) or "no note"
-            failed[entry.name] = f"{entry.name} ({where}): {message}"
+            fail(entry, message)
+        bar.update(1)
+        return ok
+
+    def skip(entry: registry.Entry, chain: list[str]) -> None:
+        report[entry.name] = f"SKIPPED {entry.name}: {not_run_because(chain)}"
+        fail(entry, not_run_because(chain))
+        not_run.add(entry.name)
         bar.update(1)
 
-    run_in_order(to_run, opts.jobs, one, bar.set_postfix_str)
+    run_in_order(to_run, opts.jobs, one, bar.set_postfix_str, skip)
     bar.close()
     print("\n".join(report[e.name] for e in chosen))
     if failed:
+        count = f"{len(failed) - len(not_run)} snippet(s) failed"
+        count += f", {len(not_run)} not run" if not_run else ""
         print(
-            f"error: {len(failed)} snippet(s) failed: "
+            f"error: {count}: "
             + "; ".join(failed[e.name] for e in chosen if e.name in failed),
             file=sys.stderr,
         )

@@ -1,9 +1,11 @@
 """The explorer's Vega expressions, evaluated here, equal cost_formulas.predict (the
 Python formulas, the oracle) at many sizes, rank counts and machines; its winner band
-is the Python winner; the fit is read from cost_model's results, or said missing."""
+is the Python winner; the fit is read from cost_model's results in the results folder
+run-all names, or said missing."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import random
@@ -13,7 +15,9 @@ import pytest
 
 from snippets.comm import cost_model_explorer as ex
 from snippets.comm.cost_formulas import FORMULAS, Machine, predict
+from snippets.core import results
 from snippets.core.charts import validate
+from snippets.core.registry import REPO_DIR
 
 # the only names a Vega expression here may use; all mean the same in Python
 VEGA = {"sqrt": math.sqrt, "log": math.log, "floor": math.floor, "pow": math.pow,
@@ -92,3 +96,27 @@ def test_without_a_fit_it_says_so_and_still_draws(capsys) -> None:
     assert result["fitted"] is None and "explorer" in result["figures"]
     layers = result["figures"]["explorer"]["layer"]
     assert len(layers) == 2  # no fitted curve to draw
+
+
+def test_the_fit_is_read_from_the_results_folder_unless_given(
+    tmp_path, monkeypatch, capsys
+) -> None:
+    """With no --fit, main() and the option's default read cost_model.json in the
+    folder run-all names (COMMONPLACE_RESULTS); --fit FILE still wins."""
+    fit = tmp_path / "cost_model.json"
+    fit.write_text(json.dumps({"result": {"alpha_s": 3e-6, "beta_s_per_byte": 2e-11}}))
+    monkeypatch.setenv(results.RESULTS_ENV, str(tmp_path))
+    assert ex.main()["fitted"] == vars(Machine(3e-6, 2e-11, 0.0))
+    parser = argparse.ArgumentParser()
+    ex.add_arguments(parser)
+    assert parser.parse_args([]).fit == str(fit)
+    assert parser.parse_args(["--fit", "x.json"]).fit == "x.json"
+    monkeypatch.setenv(results.RESULTS_ENV, str(tmp_path / "empty"))
+    assert ex.main()["fitted"] is None
+    assert f"no fit read from {tmp_path / 'empty' / 'cost_model.json'}" in (
+        capsys.readouterr().out
+    )
+    monkeypatch.delenv(results.RESULTS_ENV)
+    parser = argparse.ArgumentParser()
+    ex.add_arguments(parser)
+    assert parser.parse_args([]).fit == str(REPO_DIR / "results" / "cost_model.json")

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from snippets.core import charts, results
+from snippets.core.registry import REPO_DIR
 
 PROVENANCE = {
     "device": "cpu",
@@ -114,3 +115,14 @@ def test_the_cache_key_moves_with_the_results_it_reads_and_nothing_else(
     assert len({missing, first, key(), results.code_hash(code, "gloo")}) == 4
     (tmp_path / "producer.json").write_text('{"result": 1}')
     assert key() == first  # the same bytes, the same key
+
+
+def test_the_results_folder_is_the_one_run_all_names_else_the_repos(
+    tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.delenv(results.RESULTS_ENV, raising=False)
+    assert results.results_folder() == REPO_DIR / "results"
+    monkeypatch.setenv(results.RESULTS_ENV, "")
+    assert results.results_folder() == REPO_DIR / "results"
+    monkeypatch.setenv(results.RESULTS_ENV, str(tmp_path))
+    assert results.results_folder() == tmp_path

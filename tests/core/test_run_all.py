@@ -1,10 +1,12 @@
 """run_all: the results folder is checked before anything runs; timed snippets run
-alone; a snippet that reads another's results runs after it and reruns when it does."""
+alone; a snippet that reads another's results runs after it, reruns when it does, is
+not run when it fails, and finds those results in the folder run-all writes to."""
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import re
 import threading
 import time
@@ -14,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from snippets.__main__ import main as snippets_main
-from snippets.core import registry, run_all
+from snippets.core import registry, results, run_all, run_order
 from snippets.core.errors import UsageError
 from snippets.core.runtime import Spec
 
@@ -129,7 +131,7 @@ def test_a_reader_never_keeps_a_result_its_producer_has_replaced(
     ran: list[str] = []
     runs = itertools.count()  # every run of the producer gives a new number
 
-    def fake_child(name, backend, timeout_s):
+    def fake_child(name, backend, timeout_s, results_dir):
         ran.append(name)
         value = {"run": next(runs)}
         if name == "page":  # reads the producer's results, as the explorer does
@@ -224,7 +226,7 @@ def test_the_real_snippets_declare_the_results_they_read() -> None:
     """Any snippet whose code names another's results file (``NAME.json``,
     ``results/NAME.``) says so in its SPEC, and its producer comes first."""
     entries = registry.snippets_by_name()
-    order = run_all.producers_first(entries)
+    order = run_order.producers_first(entries)
     for name, entry in entries.items():
         text = entry.path.read_text(encoding="utf-8")
         named = {
@@ -236,3 +238,85 @@ def test_the_real_snippets_declare_the_results_they_read() -> None:
         assert named == set(entry.spec.reads), name
         assert all(order.index(p) < order.index(name) for p in entry.spec.reads)
     assert entries["cost_model_explorer"].spec.reads == ("cost_model",)
+
+
+def test_a_reader_of_a_failed_producer_is_not_run_and_keeps_its_results(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """fit_timed fails after a good run-all: page (reads it) and deep (reads page) do
+    not run, their files are as they were, the summary names fit_timed for both and
+    the note embedding each, and run-all exits 1; once fit_timed passes, both rerun."""
+    entries = stand_ins(fit_timed=(), page=("fit_timed",), deep=("page",), other=())
+    monkeypatch.setattr(run_all.registry, "snippets_by_name", lambda: entries)
+    monkeypatch.setattr(
+        run_all.registry, "notes_embedding", lambda name: [Path(f"docs/{name}.md")]
+    )
+    edits = {"fit_timed": ""}
+    monkeypatch.setattr(
+        run_all.results,
+        "code_hash",
+        lambda path, extra: f"{path}:{extra}" + edits.get(str(path), ""),
+    )
+    ran: list[str] = []
+    broken = {"fit_timed": False}
+
+    def fake_child(name, backend, timeout_s, results_dir):
+        ran.append(name)
+        if broken.get(name):
+            return None, f"timed out after {timeout_s:.0f} s"
+        seen = {"device": "cpu", "backend": backend, "world_size": 1}
+        return {"result": {"run": len(ran)}, **seen}, "ok\n"
+
+    monkeypatch.setattr(run_all, "run_child", fake_child)
+
+    def files() -> dict[str, bytes]:
+        return {p.name: p.read_bytes() for p in sorted(tmp_path.iterdir())}
+
+    assert run_all.run_all(opts_for(tmp_path)) == 0
+    before, _ = files(), capsys.readouterr()
+    ran.clear()
+    broken["fit_timed"], edits["fit_timed"] = True, "+a bad edit"
+    assert run_all.run_all(opts_for(tmp_path)) == 1
+    out, err = capsys.readouterr()
+    assert ran == ["fit_timed"] and files() == before
+    lines = {line.split()[1].rstrip(":"): line for line in out.splitlines()}
+    assert lines["fit_timed"].startswith("FAILED  fit_timed: timed out after 5 s")
+    assert lines["page"] == (
+        "SKIPPED page: not run: fit_timed failed (it reads its results)"
+    )
+    assert lines["deep"] == (
+        "SKIPPED deep: not run: fit_timed failed (it reads its results via page)"
+    )
+    assert lines["other"] == "cached  other"
+    assert err.count("\n") == 1 and err.startswith("error: 1 snippet(s) failed, 2 not")
+    assert "page (docs/page.md): not run: fit_timed failed" in err
+    assert "deep (docs/deep.md): not run: fit_timed failed" in err
+    ran.clear()
+    broken["fit_timed"] = False
+    assert run_all.run_all(opts_for(tmp_path)) == 0
+    assert ran == ["fit_timed", "page", "deep"]
+    assert files()["page.json"] != before["page.json"]
+
+
+def test_a_snippet_finds_the_results_it_reads_in_the_results_folder(
+    tmp_path: Path, capsys
+) -> None:
+    """The real explorer under ``run-all --results DIR``: it starts its sliders at the
+    fit in DIR/cost_model.json (not the repo's results/), the file its hash holds."""
+    fit = {"alpha_s": 1.25e-4, "beta_s_per_byte": 4e-10, "gamma_s_per_byte": 2e-11}
+    (tmp_path / "cost_model.json").write_text(json.dumps({"result": fit}))
+    argv = ["run-all", "--results", str(tmp_path), "--backend", "gloo"]
+    assert snippets_main(argv + ["--only", "cost_model_explorer"]) == 0
+    record = results.read(tmp_path, "cost_model_explorer")
+    assert record["result"]["fitted"] == {
+        "alpha": fit["alpha_s"],
+        "beta": fit["beta_s_per_byte"],
+        "gamma": fit["gamma_s_per_byte"],
+    }
+    assert "α = 125.0 µs" in record["output"]
+    entry = registry.snippet("cost_model_explorer")
+    key = results.cache_key(entry.path, "gloo", tmp_path, ("cost_model",))
+    assert record["hash"] == key
+    capsys.readouterr()
+    assert snippets_main(argv + ["--only", "cost_model_explorer"]) == 0
+    assert capsys.readouterr().out.strip() == "cached  cost_model_explorer"

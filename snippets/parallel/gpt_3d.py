@@ -1,14 +1,17 @@
 """The tiny GPT trained on a dp × pp × cp × tp mesh of ranks, checked against one
 process that trains the same seed on the same global batches.
 
-Every rank builds its part (``gpt_3d_model``): tensor parallel within ``tp_group``,
-ring attention within ``cp_group``, its pipeline stages' blocks; its rows of the
-batch and its shard of each sequence. A step is
+Every rank builds its part (``gpt_3d_model``): tensor and sequence parallel within
+``tp_group`` (``--no-sequence-parallel``: tensor parallel only), ring attention
+within ``cp_group``, its pipeline stages' blocks; its rows of the batch and its
+shard of each sequence. A step is
 
 1. the pipeline schedule over ``pp_group``, run by ``pipeline_executor.execute``: m
    micro-batches, each loss Σ CE ÷ (the replica's tokens), so the m parts add up to
-   the replica's mean; the executor sums the tied embedding's two gradients;
-2. the gradients averaged over ``dp_cp_group``: one all-reduce (SUM, then ÷) per
+   the replica's mean (vocab parallel when tp > 1); the executor sums the tied
+   embedding's two gradients;
+2. the LayerNorms' sequence-parallel gradients summed over ``tp_group``, then every
+   gradient averaged over ``dp_cp_group``: one all-reduce (SUM, then ÷) per
    parameter after the schedule, not torch-style DDP hooks. The executor calls
    backward once per micro-batch and the hooks would reduce after each; and a
    pipeline stage holds only some parameters, which DDP takes for unused ones;
@@ -72,11 +75,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=positive_int, default=3)
     parser.add_argument("--optimizer", choices=tuple(OPTIMIZERS), default="adam")
     parser.add_argument("--dtype", choices=tuple(DTYPES), default="float64")
+    parser.add_argument(
+        "--no-sequence-parallel", dest="sequence_parallel", action="store_false",
+        help="tensor parallel only: blocks on the whole sequence",
+    )  # fmt: skip
     parser.add_argument("--json", dest="as_json", action="store_true")
 
 
 # --8<-- [start:check]
-def check_shape(world, dp, pp, cp, tp, cfg, batch, m, v, schedule) -> int:
+def check_shape(world, dp, pp, cp, tp, cfg, batch, m, v, schedule, sp=True) -> int:
     """One UsageError line for each way a request can be wrong; returns dp."""
     if dp is None:  # the ranks left over
         if world % (pp * cp * tp):
@@ -107,6 +114,11 @@ def check_shape(world, dp, pp, cp, tp, cfg, batch, m, v, schedule) -> int:
             f"sequences of {cfg.block_size} tokens do not cut into 2·cp = {2 * cp} "
             "zig-zag chunks; choose a cp that divides half of it"
         )
+    if sp and (cfg.block_size // cp) % tp:
+        raise UsageError(
+            f"sequence parallel cuts a rank's {cfg.block_size // cp} tokens in "
+            f"--tp {tp}: choose a tp that divides it, or --no-sequence-parallel"
+        )
     check_arguments(schedule, pp, m, v)
     return dp
 
@@ -133,10 +145,12 @@ def worst(model, dense, mesh: Mesh, grads: bool) -> float:
 
 
 # --8<-- [start:train]
-def train(mesh: Mesh, schedule: str, m: int, v: int, data: list, dtype, opt: str):
+def train(mesh: Mesh, schedule: str, m: int, v: int, data: list, dtype, opt: str,
+          sp: bool = True):  # fmt: skip
     """The 3D run and the single process, step by step; rows of numbers per step."""
     dev = device()  # the CPU on gloo, this rank's GPU on NCCL
-    model, dense = rank_model(CFG, mesh, v, dtype, device=dev), GPT(CFG).to(dev, dtype)
+    model = rank_model(CFG, mesh, v, dtype, device=dev, sequence_parallel=sp)
+    dense = GPT(CFG).to(dev, dtype)
     make, kwargs = OPTIMIZERS[opt]
     opts = [make(x.parameters(), **kwargs) for x in (model, dense)]
     rows = []
@@ -144,7 +158,7 @@ def train(mesh: Mesh, schedule: str, m: int, v: int, data: list, dtype, opt: str
         idx, targets = pair.to(dev)  # (dp·b, N) each
         for o in opts:
             o.zero_grad()
-        mine = rank_batch(idx, targets, mesh)  # (b, N/cp) each
+        mine = rank_batch(idx, targets, mesh, sp)  # (b, N/cp); SP ids (b, N/(cp·t))
         run = execute(model, schedule, *mine, m, v, group=mesh.pp_group)
         average_gradients(model, mesh)
         loss = mean_loss(run.loss, mesh, dtype)
@@ -174,10 +188,13 @@ def failures(rows: list[dict], d_params: float, tolerance: float) -> list[str]:
     return bad + ([f"parameters {d_params:.1e}"] if not d_params <= tolerance else [])
 
 
-def show(rows, d_params, tol, mesh: Mesh, what: str) -> None:
+def show(rows, d_params, tol, mesh: Mesh, what: str, sp: bool) -> None:
     print0(what)
-    print0(f"mesh dp={mesh.dp} pp={mesh.pp} cp={mesh.cp} tp={mesh.tp}, "
-           f"{mesh.world_size} ranks; Δ: |Δ loss|/loss, max|Δ|/max|value|")  # fmt: skip
+    print0(
+        f"mesh dp={mesh.dp} pp={mesh.pp} cp={mesh.cp} tp={mesh.tp}"
+        f"{', sequence parallel' if sp else ''}, {mesh.world_size} ranks"
+    )
+    print0("Δ: |Δ loss|/loss, max|Δ|/max|value|")
     print0(f"{'step':>4}  {'loss, 3D':>18}  {'loss, one process':>18}"
            f"  {'Δ loss':>8}  {'Δ grads':>8}")  # fmt: skip
     for r in rows:
@@ -193,17 +210,19 @@ def main(
     dp: int | None = None, pp: int = 2, cp: int = 1, tp: int = 2,
     schedule: str = "1f1b", chunks: int | None = None, microbatches: int = 2,
     batch: int = 8, steps: int = 3, optimizer: str = "adam",
-    dtype: str = "float64", as_json: bool = False,
+    dtype: str = "float64", sequence_parallel: bool = True, as_json: bool = False,
 ) -> dict:  # fmt: skip
     v = chunks or (2 if schedule == "interleaved" else 1)
     m, world = microbatches, dist.get_world_size()
-    dp = check_shape(world, dp, pp, cp, tp, CFG, batch, m, v, schedule)
+    sp = sequence_parallel
+    dp = check_shape(world, dp, pp, cp, tp, CFG, batch, m, v, schedule, sp)
     mesh, torch_dtype = Mesh(dp, pp, cp, tp), DTYPES[dtype]
     data = batches(CFG, 1, batch) * steps  # one batch, learnt: the loss must fall
-    rows, d_params = train(mesh, schedule, m, v, data, torch_dtype, optimizer)
+    rows, d_params = train(mesh, schedule, m, v, data, torch_dtype, optimizer, sp)
     tol = TOLERANCE[torch_dtype]
     sizes = {"dp": dp, "pp": pp, "cp": cp, "tp": tp, "world_size": world}
-    plan = {"schedule": schedule, "microbatches": m, "chunks": v}
+    plan = {"schedule": schedule, "microbatches": m, "chunks": v,
+            "sequence_parallel": sp and tp > 1}  # fmt: skip
     record = {
         "losses": [r["loss"] for r in rows],
         "reference_losses": [r["reference_loss"] for r in rows],
@@ -216,7 +235,8 @@ def main(
         c = CFG
         show(rows, d_params, tol, mesh, f"tiny GPT L={c.n_layer} H={c.n_head} "
              f"d={c.n_embd} V={c.vocab_size}, batch {batch}×{c.block_size}, "
-             f"{dtype} {optimizer}, {schedule} m={m} v={v}")  # fmt: skip
+             f"{dtype} {optimizer}, {schedule} m={m} v={v}",
+             plan["sequence_parallel"])  # fmt: skip
     bad = failures(rows, d_params, tol)
     if bad:  # every rank has the same numbers: all fail together
         raise AssertionError(f"3D run ≠ one process beyond {tol:g}: {', '.join(bad)}")

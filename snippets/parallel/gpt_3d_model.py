@@ -4,9 +4,15 @@ A rank sits at (dp_rank, pp_rank, cp_rank, tp_rank) of a :class:`Mesh`. Its mode
 the dense GPT from the shared seed, cut twice:
 
 * tensor parallel within ``tp_group`` (``tp_gpt.tensor_parallel_gpt``): H/t heads,
-  4d/t hidden units, V/t rows of the tied embedding. The pipeline executor computes
-  a dense cross-entropy on the last stage, so the head all-gathers its (B, N, V/t)
-  logits (``gather_output``); the gather's backward keeps this rank's block.
+  4d/t hidden units, V/t rows of the tied embedding. The head's logits stay cut,
+  (B, N, V/t): the model brings its own ``loss_sum``, the vocab-parallel
+  cross-entropy, which the pipeline executor calls on the last stage.
+* sequence parallel on top, by default (``sequence_parallel_gpt``): the blocks take
+  and return (B, N/t, d), so that is what crosses a stage boundary. The executor
+  sizes what a stage receives from the ids it is given, so a rank is given its N/t
+  of the ids; ``embed`` gathers them over tp, embeds (the lookup is vocab parallel:
+  every rank needs every id), and keeps its own rows; ``head`` gathers the rows
+  back for the head's column-parallel Linear. The targets stay whole.
 * pipeline parallel within ``pp_group``: the executor runs stage c·p + pp_rank of
   p·v for each chunk c, and only those stages' blocks stay; the others become
   ``nn.Identity``. The embeddings stay where stage 0 runs, the final norm and head
@@ -21,10 +27,12 @@ the dense GPT from the shared seed, cut twice:
   executor calls ``embed(ids)`` with no positions.
 
 Its data (``rank_batch``): rows [dp_rank·b, (dp_rank+1)·b) of the global batch of
-dp·b rows, and of each row the cp shard. Each rank's loss is the mean over its
-tokens, the shards are equal, so the mean over the dp·cp ranks' gradients is the
-single process's gradient: ``average_gradients`` sums over ``dp_cp_group``, then
-divides (gloo's ``ReduceOp.AVG`` has been wrong).
+dp·b rows, and of each row the cp shard (and of the ids their N/t under sequence
+parallel). Each rank's loss is the mean over its tokens, the shards are equal, so
+the mean over the dp·cp ranks' gradients is the single process's gradient:
+``average_gradients`` sums over ``dp_cp_group``, then divides (gloo's
+``ReduceOp.AVG`` has been wrong). Under sequence parallel, a LayerNorm's gradient
+on a rank is its N/t tokens' part: those are summed over ``tp_group`` first.
 """
 
 from __future__ import annotations
@@ -40,7 +48,17 @@ from snippets.parallel.context_parallel_gpt import context_parallel_gpt, shard_b
 from snippets.parallel.ddp import naive_allreduce_grads
 from snippets.parallel.layer_split import part
 from snippets.parallel.mesh import Mesh
+from snippets.parallel.sequence_parallel import (
+    allreduce_sequence_grads,
+    sequence_parallel_gpt,
+)
+from snippets.parallel.sequence_parallel_ops import (
+    gather_sequence,
+    gathered_linears,
+    split_sequence,
+)
 from snippets.parallel.tp_gpt import tensor_parallel_gpt
+from snippets.parallel.vocab_parallel import vocab_parallel_cross_entropy
 
 
 # --8<-- [start:stages]
@@ -69,22 +87,46 @@ class DtypeOnly(nn.Module):
 
 
 # --8<-- [start:model]
+def vocab_parallel_sum(logits, targets, group=None) -> torch.Tensor:
+    """Σ cross-entropy over (…, V/t) logits, for the executor: never gathered."""
+    return vocab_parallel_cross_entropy(logits, targets, group) * targets.numel()
+
+
+def sequence_parallel_embed(model: GPT, ids, positions=None, group=None):
+    """(B, N/t) ids → (B, N/t, d): every id over tp, embedded, this rank's rows."""
+    every = gather_sequence(ids, group)  # (B, N): integers, no gradient
+    return split_sequence(GPT.embed(model, every, positions), group)
+
+
+def sequence_parallel_head(model: GPT, x: torch.Tensor, group=None) -> torch.Tensor:
+    """(B, N/t, d) → logits (B, N, V/t): ln_f on the rows, gathered, then lm_head."""
+    return gathered_linears(model.ln_f(x), (model.lm_head,), group)[0]
+
+
 def rank_model(
     cfg: GPTConfig, mesh: Mesh, v: int = 1, dtype=torch.float64, seed: int = 0,
-    device: torch.device | str = "cpu",
+    device: torch.device | str = "cpu", sequence_parallel: bool = True,
 ) -> GPT:  # fmt: skip
-    """The dense GPT from ``seed``, cut over ``mesh.tp_group``, its attention a ring
-    over ``mesh.cp_group``, then reduced to the blocks, embeddings and head of this
-    rank's pipeline stages."""
-    model = GPT(cfg, seed).to(device, dtype)
+    """The dense GPT from ``seed``, cut over ``mesh.tp_group`` (and its sequence,
+    if ``sequence_parallel``), its attention a ring over ``mesh.cp_group``, then
+    reduced to the blocks, embeddings and head of this rank's pipeline stages."""
+    model, positions = GPT(cfg, seed).to(device, dtype), None
+    sp = sequence_parallel and mesh.tp > 1
     if mesh.tp > 1:
-        model = tensor_parallel_gpt(model, mesh.tp_group)
-        model.lm_head.gather_output = True  # logits (B, N, V) for the executor's loss
+        tp = mesh.tp_group
+        model = (sequence_parallel_gpt if sp else tensor_parallel_gpt)(model, tp)
+        model.loss_sum = functools.partial(vocab_parallel_sum, group=tp)
     if mesh.cp > 1:
         model = context_parallel_gpt(model, mesh.cp_group)
         every = torch.arange(cfg.block_size, device=device)  # (N,)
-        mine = zigzag_shard(every, mesh.cp_rank, mesh.cp, -1)
-        model.embed = functools.partial(GPT.embed, model, positions=mine)  # (N/cp,)
+        positions = zigzag_shard(every, mesh.cp_rank, mesh.cp, -1)  # (N/cp,)
+    if sp:
+        embed = functools.partial(sequence_parallel_embed, group=tp)
+        model.head = functools.partial(sequence_parallel_head, model, group=tp)
+    else:
+        embed = GPT.embed
+    if sp or mesh.cp > 1:  # the executor calls embed(ids), without positions
+        model.embed = functools.partial(embed, model, positions=positions)
     S, stages = mesh.pp * v, rank_stages(mesh.pp, v, mesh.pp_rank)
     keep = set(rank_blocks(cfg.n_layer, mesh.pp, v, mesh.pp_rank))
     for i in range(cfg.n_layer):
@@ -105,17 +147,23 @@ def rank_model(
 
 # --8<-- [start:data]
 def rank_batch(
-    idx: torch.Tensor, targets: torch.Tensor, mesh: Mesh
+    idx: torch.Tensor, targets: torch.Tensor, mesh: Mesh, sequence_parallel=True
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """This rank's part of a global (dp·b, N) batch: (b, N/cp) ids and targets."""
+    """This rank's part of a global (dp·b, N) batch: (b, N/cp) ids and targets; under
+    sequence parallel (and tp > 1) the ids are this tp rank's (b, N/(cp·t))."""
     idx, targets = (t.chunk(mesh.dp)[mesh.dp_rank] for t in (idx, targets))
-    if mesh.cp == 1:
-        return idx, targets
-    return shard_batch(idx, targets, mesh.cp_rank, mesh.cp)[:2]
+    if mesh.cp > 1:
+        idx, targets = shard_batch(idx, targets, mesh.cp_rank, mesh.cp)[:2]
+    if sequence_parallel and mesh.tp > 1:
+        idx = idx.chunk(mesh.tp, dim=1)[mesh.tp_rank]  # what stage 0 gathers again
+    return idx, targets
 
 
 def average_gradients(model: nn.Module, mesh: Mesh) -> None:
-    """Σ over the replicas that hold the same parameters, ÷ their number."""
+    """Σ over tp of the sequence-parallel partial gradients; then Σ over the
+    replicas that hold the same parameters, ÷ their number."""
+    if mesh.tp > 1:  # only parameters marked sequence_parallel
+        allreduce_sequence_grads(model, mesh.tp_group)
     if mesh.dp * mesh.cp > 1:
         naive_allreduce_grads(model, mesh.dp_cp_group)
 

@@ -8,7 +8,8 @@ the head on the last). The group is an argument, never a global: rank ``pp_rank`
 
 * F receives the activation (B_j, N, d) from stage s - 1, or reads the token ids on
   stage 0; the last stage turns logits into Σ cross-entropy / (B·N), so the losses of
-  the m micro-batches add up to the mean over the whole batch, whatever their sizes.
+  the m micro-batches add up to the mean over the whole batch, whatever their sizes
+  (a model with its own ``loss_sum``, e.g. vocab parallel, computes the Σ itself).
 * B receives ∂L/∂output from stage s + 1 and sends ∂L/∂input to stage s - 1. A plan
   without W does the whole backward here; with W, every Linear's weight gradient is
   deferred (``pipeline_weight_grad``) and W runs it.
@@ -72,6 +73,15 @@ def tied_gradient_sum(model: GPT, p: int, pp_rank: int, group) -> None:
     w.grad = mine + theirs if pp_rank == 0 else theirs + mine  # the same order
 
 
+def loss_sum(model: GPT, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Σ cross-entropy over a micro-batch's tokens; a model that brings its own
+    ``loss_sum(logits, targets)`` (vocab parallel: logits cut over tp) uses it."""
+    own = getattr(model, "loss_sum", None)
+    if own is not None:
+        return own(logits, targets)
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), **SUM)
+
+
 # --8<-- [start:execute]
 def execute(
     model: GPT,
@@ -125,8 +135,7 @@ def execute(
             with live.saving(key):
                 y = run_stage(model, s, S, x)  # (B_j, N, d), or logits on the last
                 if s == S - 1:  # this micro-batch's share of the batch's mean loss
-                    y = F.cross_entropy(y.flatten(0, 1), tgt[j].flatten(), **SUM)
-                    y = y / targets.numel()
+                    y = loss_sum(model, y, tgt[j]) / targets.numel()
                     run.loss = y.detach() + (0 if run.loss is None else run.loss)
             held[key] = (x, y)
             if s < S - 1:

@@ -3,12 +3,17 @@ upstream, W the gradient of its own weights, later.
 
 For y = x Wᵀ + b, B is ∂L/∂x = ∂L/∂y · W, which the previous stage is waiting for; W
 is ∂L/∂W = (∂L/∂y)ᵀ x and ∂L/∂b = Σ ∂L/∂y, which nobody waits for (Qi et al. 2023,
-§2). Inside :func:`split_backward`, every ``nn.Linear`` of a module runs one whose
-backward returns ∂L/∂x at once and files the weight-gradient product under the
-current key (chunk, micro-batch) of a :class:`WeightGradients`; ``run(key)`` does
-that work and adds it into ``.grad``. B runs with ``retain_graph=True``: the graph,
-and with it the activations, stay alive until W, so a deferred W keeps its
-micro-batch in flight. Other parameters (LayerNorm, embeddings) still get their
+§2). Inside :func:`split_backward`, every ``F.linear`` on a weight of a module runs
+one whose backward returns ∂L/∂x at once and files the weight-gradient product under
+the current key (chunk, micro-batch) of a :class:`WeightGradients`; ``run(key)`` does
+that work and adds it into ``.grad``. A ``TorchFunctionMode`` catches the call, so
+``nn.Linear`` and the tensor-parallel Linears, which call ``F.linear`` on their
+slice, are split alike. Sequence parallelism's gathered Linears compute their weight
+gradients inside their own autograd function: those stay in B.
+
+B runs with ``retain_graph=True``: the graph, and with it the activations, stay
+alive until W, so a deferred W keeps its micro-batch in flight. Other parameters
+(LayerNorm, embeddings, a bias added after a row-parallel sum) still get their
 gradients in B: they are small.
 """
 
@@ -21,6 +26,7 @@ from typing import Callable, Hashable, Iterator
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 
 
 class WeightGradients:
@@ -70,19 +76,28 @@ class SplitLinear(torch.autograd.Function):
         return dy @ weight, None, None, None  # B: ∂L/∂x = dy W, (..., in)
 
 
+class SplitLinears(TorchFunctionMode):
+    """While active, F.linear on one of `weights` (by identity) runs as SplitLinear."""
+
+    def __init__(self, weights: set[int], store: WeightGradients):
+        super().__init__()
+        self.weights, self.store = weights, store
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is F.linear and torch.is_grad_enabled():  # no graph, nothing to defer
+            x, weight, bias = (*args, kwargs.get("bias"))[:3]
+            if id(weight) in self.weights:
+                return SplitLinear.apply(x, weight, bias, self.store)
+        return func(*args, **kwargs)
+
+
 @contextmanager
 def split_backward(module: nn.Module, store: WeightGradients) -> Iterator[None]:
-    """Inside this block every nn.Linear in `module` runs through SplitLinear."""
-    linears = [lin for lin in module.modules() if isinstance(lin, nn.Linear)]
-    for lin in linears:
-        lin.forward = lambda x, lin=lin: SplitLinear.apply(
-            x, lin.weight, lin.bias, store
-        )
-    try:
+    """Inside this block every F.linear on a weight of `module` runs through
+    SplitLinear: nn.Linear's and the tensor-parallel layers' alike."""
+    with SplitLinears({id(p) for p in module.parameters()}, store):
         yield
-    finally:
-        for lin in linears:
-            del lin.forward  # the class's own forward again
 
 
 # --8<-- [end:split]

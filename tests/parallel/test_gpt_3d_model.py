@@ -27,7 +27,8 @@ from snippets.parallel.gpt_3d_model import (
 
 def fake_mesh(**sizes) -> SimpleNamespace:
     axes = {"dp": 1, "pp": 1, "cp": 1, "tp": 1, "dp_rank": 0, "pp_rank": 0}
-    return SimpleNamespace(**{**axes, "cp_rank": 0, "cp_group": None, **sizes})
+    ranks = {"cp_rank": 0, "tp_rank": 0, "cp_group": None}
+    return SimpleNamespace(**{**axes, **ranks, **sizes})
 
 
 def test_stages_and_blocks_as_worked_by_hand() -> None:
@@ -90,3 +91,21 @@ def test_the_shards_make_up_the_global_batch() -> None:
         ]
         assert torch.equal(torch.cat(rows), whole)
     assert parts[0, 0][0].shape == (2, 8)
+
+
+def test_sequence_parallel_ranks_get_their_part_of_the_ids_only() -> None:
+    g = torch.Generator().manual_seed(1)
+    idx, targets = torch.randint(64, (2, 4, 16), generator=g)
+    for cp_rank in (0, 1):
+        whole = rank_batch(idx, targets, fake_mesh(cp=2, cp_rank=cp_rank))
+        parts = [
+            rank_batch(idx, targets, fake_mesh(cp=2, cp_rank=cp_rank, tp=2, tp_rank=t))
+            for t in (0, 1)
+        ]
+        assert torch.equal(torch.cat([ids for ids, _ in parts], dim=1), whole[0])
+        assert all(torch.equal(tgt, whole[1]) for _, tgt in parts)  # whole: the loss
+        assert parts[0][0].shape == (4, 4)  # (b, N/(cp·t))
+        off = rank_batch(
+            idx, targets, fake_mesh(cp=2, cp_rank=cp_rank, tp=2), False
+        )  # tensor parallel only: every tp rank has the cp shard
+        assert all(torch.equal(a, b) for a, b in zip(off, whole))

@@ -13,9 +13,11 @@ chunks, so its state is 1/N of the model's.
   gradient is ready, and the full gradient is dropped at once. 2Ψ.
 * Stage 3: parameters live as chunks. A model with ``blocks`` (the tiny GPT) is
   gathered block by block: before a block's forward, freed after it, gathered again
-  when the gradient reaches the block's output, freed once its gradient is reduced.
+  when the gradient reaches the block's output, freed once its gradients are reduced.
   The other parameters (embeddings, the tied head, the final norm) are one unit that
-  is gathered for the whole forward and again for the backward. 3Ψ.
+  is gathered for the whole forward and again for the backward. Each unit moves in
+  one all-gather and one reduce-scatter, the next unit's gather started while this
+  one computes (:mod:`snippets.parallel.zero_units`). 3Ψ.
 
 Tied weights are one parameter (``module.parameters()`` yields them once); frozen ones
 stay replicated and untouched; one that no rank's forward uses gets no gradient and no
@@ -33,13 +35,13 @@ import functools
 import torch
 import torch.distributed as dist
 import torch.nn as nn
-from torch.utils._pytree import tree_flatten
 
 from snippets.core.cli import main_entry, positive_int
 from snippets.core.runtime import Spec, UsageError, print0
 from snippets.models.tiny_gpt import GPTConfig
-from snippets.parallel import zero_memory, zero_training
+from snippets.parallel import zero_memory, zero_training, zero_units
 from snippets.parallel.zero_shards import CommCounter, Piece, storage_bytes
+from snippets.parallel.zero_units import Unit
 
 SPEC = Spec(
     summary="ZeRO stages 1-3 by hand: bytes, traffic, vs one process", world_size=3
@@ -52,6 +54,7 @@ class ZeroOptimizer:
 
     def __init__(self, pieces: list[Piece], inner, stage: int, comm: CommCounter):
         self.pieces, self.inner, self.stage, self.comm = pieces, inner, stage, comm
+        self.units: list[Unit] = []  # stage 3: filled in by shard()
 
     @property
     def param_groups(self) -> list[dict]:
@@ -64,59 +67,23 @@ class ZeroOptimizer:
                 if piece.param.grad is not None:
                     piece.reduce_grad(into_param_grad=True)
         self.inner.step()  # on 1/N of the values: 1/N of the optimizer state
-        for piece in self.pieces:  # stage 3 gathers at the next forward; it frees a
-            piece.gather() if self.stage < 3 else piece.free()  # piece no grad reached
+        for piece in self.pieces if self.stage < 3 else []:
+            piece.gather()
+        for unit in self.units:  # stage 3 gathers at the next forward
+            unit.free()
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         for piece in self.pieces:
             piece.param.grad = piece.chunk.grad = None
 
 
-def _reduce_and_drop(piece: Piece, stage: int, param: torch.Tensor) -> None:
-    """Stages 2-3, as soon as ∇param is accumulated: keep only this rank's chunk."""
+def _reduce_and_drop(piece: Piece, param: torch.Tensor) -> None:
+    """Stage 2, as soon as ∇param is accumulated: keep only this rank's chunk."""
     piece.reduce_grad(into_param_grad=False)
     param.grad = None
-    if stage == 3:
-        piece.free()
 
 
 # --8<-- [end:optimizer]
-
-
-# --8<-- [start:stage3]
-def _gather(pieces: list[Piece], *_) -> None:
-    for piece in pieces:
-        if not piece.is_full:
-            piece.gather()
-
-
-def _after_forward(pieces: list[Piece], module, args, output) -> None:
-    """Free the unit; if autograd will come back, gather it again when the gradient
-    reaches this unit's output, that is just before the unit's own backward."""
-    for piece in pieces:
-        piece.free()
-    if torch.is_grad_enabled():
-        for t in tree_flatten(output)[0]:
-            if isinstance(t, torch.Tensor) and t.requires_grad:
-                t.register_hook(functools.partial(_gather, pieces))
-
-
-def _hook_units(module: nn.Module, pieces: dict[int, Piece]) -> None:
-    blocks = list(getattr(module, "blocks", []))
-    in_blocks = {id(p) for block in blocks for p in block.parameters()}
-    units = [(module, [pc for i, pc in pieces.items() if i not in in_blocks])]
-    units += [
-        (block, [pieces[id(p)] for p in block.parameters() if id(p) in pieces])
-        for block in blocks
-    ]
-    for unit, unit_pieces in units:
-        unit.register_forward_pre_hook(functools.partial(_gather, unit_pieces))
-        unit.register_forward_hook(functools.partial(_after_forward, unit_pieces))
-    for piece in pieces.values():
-        piece.free()
-
-
-# --8<-- [end:stage3]
 
 
 # --8<-- [start:shard]
@@ -136,12 +103,12 @@ def shard(
     chunks = [piece.chunk for piece in pieces.values()]
     inner = optimizer_class(chunks, **optimizer_kwargs)
     optimizer = ZeroOptimizer(list(pieces.values()), inner, stage, comm)
-    if stage >= 2:
+    if stage == 2:
         for piece in pieces.values():
-            hook = functools.partial(_reduce_and_drop, piece, stage)
+            hook = functools.partial(_reduce_and_drop, piece)
             piece.param.register_post_accumulate_grad_hook(hook)
-    if stage == 3:
-        _hook_units(module, pieces)
+    if stage == 3:  # the same, a unit (a block, or the rest) at a time
+        optimizer.units = zero_units.hook_units(module, pieces, comm)
     module._zero = optimizer  # for full_state_dict
     return module, optimizer
 
@@ -153,12 +120,13 @@ def shard(
 def full_state_dict(module: nn.Module) -> dict[str, torch.Tensor]:
     """The full parameters (and buffers), gathered on every rank; a copy."""
     optimizer = getattr(module, "_zero", None)
-    freed = [pc for pc in optimizer.pieces if not pc.is_full] if optimizer else []
+    freed = [unit for unit in optimizer.units if not unit.is_full] if optimizer else []
     with torch.no_grad():
-        _gather(freed)
+        for unit in freed:
+            unit.gather()
         state = {k: v.detach().clone() for k, v in module.state_dict().items()}
-        for piece in freed:
-            piece.free()
+        for unit in freed:
+            unit.free()
     return state
 
 
@@ -198,6 +166,10 @@ def main(stage: int | None = None, steps: int = 2) -> dict:
     psi, rows = cfg.num_params(), []
     for s in (1, 2, 3) if stage is None else (stage,):
         module, opt, comm = zero_training.train_sharded(cfg, s, adam, kw, data, dt)
+        calls = dict(opt.comm.calls)  # the last step's
+        n = len(opt.units) if s == 3 else len(opt.pieces)  # a unit, or a parameter
+        gathers = 2 * n if s == 3 else n  # stage 3 gathers again for the backward
+        assert calls == {"all_gather": gathers, "reduce_scatter": n}, (s, calls)
         mine = sum(pc.b - pc.a for pc in opt.pieces)
         measured = memory_report(module, opt)
         held = measured["parameters"] + measured["gradients"] + measured["optimizer"]
@@ -223,18 +195,20 @@ def main(stage: int | None = None, steps: int = 2) -> dict:
                 "comm_measured": sent,
                 "comm_formula": zero_memory.comm_values(s, psi),
                 "max_abs_diff": delta.item(),
+                "all_gathers": calls["all_gather"],
+                "reduce_scatters": calls["reduce_scatter"],
             }
         )
     print0(f"tiny GPT, Ψ = {psi:,} parameters, fp64 Adam, {N} ranks, {steps} steps")
     print0(
         "stage  bytes/rank  formula     comm values  formula   "
-        + "max |Δ| vs 1 process"
+        + "max |Δ| vs 1 process  AG + RS calls"
     )
     for r in rows:
         print0(
             f"{r['stage']:>5}  {r['bytes_measured']:>10,}  {r['bytes_formula']:>10,.0f}"
             f"  {r['comm_measured']:>11,}  {r['comm_formula']:>7,}"
-            f"   {r['max_abs_diff']:.1e}"
+            f"   {r['max_abs_diff']:.1e}{r['all_gathers']:>16} + {r['reduce_scatters']}"
         )
     mixed = zero_memory.formula_table(psi, "mixed Adam")
     fp32 = zero_memory.formula_table(psi, "fp32 Adam")

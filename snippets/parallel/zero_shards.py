@@ -3,7 +3,9 @@
 Rank r owns chunk r of every trainable parameter (as FSDP2 does, one parameter at a
 time, rather than one flat vector of the whole model). A parameter of n values has
 chunks of s = ⌈n/N⌉; the last rank's chunk is shorter (or empty) and the padding is
-zeros that only ever travel through the collectives.
+zeros that only ever travel through the collectives. Stages 1-2 move each piece in
+its own collectives (``gather``, ``reduce_grad``); stage 3 moves a unit's pieces
+together (:mod:`snippets.parallel.zero_units`) through ``fill`` and ``take_grad``.
 
 The two collectives are wrapped so that every element handed to the API is counted:
 gloo builds reduce-scatter on all-reduce, so its wire traffic says nothing about the
@@ -29,15 +31,19 @@ class CommCounter:
     def reset(self) -> None:
         self.elements = {"all_gather": 0, "reduce_scatter": 0}
         self.bytes = {"all_gather": 0, "reduce_scatter": 0}
+        self.calls = {"all_gather": 0, "reduce_scatter": 0}
 
     def _count(self, op: str, full: torch.Tensor) -> None:
         self.elements[op] += full.numel()
         self.bytes[op] += full.numel() * full.element_size()
+        self.calls[op] += 1
 
-    def all_gather(self, full: torch.Tensor, chunk: torch.Tensor) -> None:
-        """full (N·s,) ← every rank's chunk (s,)."""
-        dist.all_gather_single(full, chunk, group=self.group)
+    def all_gather(self, full: torch.Tensor, chunk: torch.Tensor, async_op=False):
+        """full (N·s,) ← every rank's chunk (s,). ``async_op``: returns the work to
+        ``wait()`` on, and ``full`` is not to be read before that."""
+        work = dist.all_gather_single(full, chunk, group=self.group, async_op=async_op)
         self._count("all_gather", full)
+        return work
 
     def reduce_scatter(self, chunk: torch.Tensor, full: torch.Tensor) -> None:
         """chunk (s,) ← Σ over ranks of this rank's slice of full (N·s,). SUM only:
@@ -78,6 +84,10 @@ class Piece:
         """All-gather the chunks into the full parameter (allocating it if freed)."""
         full = self.chunk.data.new_empty(self.N * self.s)  # (N·s,)
         self.comm.all_gather(full, self.padded(self.chunk.data, self.s, 0))
+        self.fill(full)
+
+    def fill(self, full: torch.Tensor) -> None:
+        """The gathered chunks, full (N·s,), become the parameter's n values."""
         storage = self.param.data.untyped_storage()
         if storage.nbytes() == 0:  # stage 3: give the freed parameter memory back
             storage.resize_(self.n * self.param.element_size())
@@ -93,18 +103,24 @@ class Piece:
     def reduce_grad(self, into_param_grad: bool) -> None:
         """Reduce-scatter ∇param: this rank's chunk of the mean over ranks becomes
         chunk.grad. Into the full .grad's storage (stage 1), or a tensor of its own
-        (stages 2-3, which then drop the full gradient)."""
+        (stage 2, which then drops the full gradient)."""
         full = self.padded(self.param.grad.reshape(-1), self.N * self.s, 0)  # (N·s,)
         mine = full.new_empty(self.s)
         self.comm.reduce_scatter(mine, full)
-        mine = mine[: self.b - self.a].div_(self.N)  # Σ, then ÷ N: the mean
         if into_param_grad:
             flat = self.param.grad.view(-1)
-            flat[self.a : self.b] = mine
+            flat[self.a : self.b] = mine[: self.b - self.a].div_(self.N)
             self.chunk.grad = flat[self.a : self.b]
-        elif self.chunk.grad is None:
-            self.chunk.grad = mine.clone()  # exactly b - a values of storage
-        else:  # a second backward before step(): accumulate, as .grad does
+        else:
+            self.take_grad(mine)
+
+    def take_grad(self, summed: torch.Tensor) -> None:
+        """summed (s,): this rank's chunk of Σ over ranks of ∇param. ÷ N is the mean;
+        it becomes chunk.grad, or adds to it (a second backward before step())."""
+        mine = summed[: self.b - self.a] / self.N  # exactly b - a values of storage
+        if self.chunk.grad is None:
+            self.chunk.grad = mine
+        else:
             self.chunk.grad += mine
 
 

@@ -293,6 +293,10 @@ def test_snippet_main_reports_every_stage(world) -> None:
         pytest.skip("the snippet runs once, on 3 ranks")
     rows = result["main"]["tables"]["stages"]
     assert [r["stage"] for r in rows] == [1, 2, 3]
+    params = len(list(GPT(GPTConfig()).parameters()))  # the tied head once
+    units = GPTConfig().n_layer + 1  # each block, and the rest
+    calls = [(r["all_gathers"], r["reduce_scatters"]) for r in rows]
+    assert calls == [(params, params), (params, params), (2 * units, units)]
     for r in rows:
         assert r["max_abs_diff"] < 1e-12
         assert r["comm_measured"] >= r["comm_formula"]

@@ -1,7 +1,8 @@
 """The model viewer in the built site, in Chromium, with every other host refused: it
 renders collapsed, expands and collapses, searches, recolours under the parallelism
-overlay, and logs no error; the overlay's bytes, in its table and on every marker,
-equal the Python overlay's and the sizing calculator's estimate()."""
+overlay, and logs no error; the overlay's bytes, in its table and on every marker
+(DP and ZeRO ones on the modules, collapsed or open, too), equal the Python
+overlay's and the sizing calculator's estimate()."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from test_browser import browser, open_page, served, url_of  # noqa: F401 - fixt
 from snippets.sizing import presets
 from snippets.sizing.estimate import estimate
 from snippets.viewer.overlay_bytes import collectives, rank_bytes
+from snippets.viewer.overlay_dp import dp_markers
 from snippets.viewer.parallel_overlay import Degrees
 
 pytestmark = pytest.mark.browser
@@ -22,6 +24,7 @@ pytestmark = pytest.mark.browser
 GRAPH = re.compile(r'<script type="application/json" class="cp-viewer__graph">(.*?)</')
 START = re.compile(r'<script type="application/json" class="cp-viewer__start">(.*?)</')
 FILL = "e => getComputedStyle(e.querySelector('rect')).fill"
+MARKS = "els => els.flatMap(e => JSON.parse(e.dataset.colls))"
 CELLS = "els => els.map(e => [e.dataset.col, Number(e.dataset.bytes)])"
 
 
@@ -113,6 +116,10 @@ def test_the_overlays_bytes_equal_the_calculators(
     page.locator("figure.cp-viewer .cp-node").first.wait_for(timeout=15000)
     assert start and page.locator('select[name="tp"]').input_value() == str(start["tp"])
     check_table(page, graph, Degrees(**start))  # it opened at the note's degrees
+    dp = dp_markers(graph, Degrees(**start))  # collapsed: each block's DP total
+    top = {m["id"] for m in graph["modules"] if m["parent"] == ""} & set(dp)
+    shown = page.locator(".cp-coll.cp-kind-dp").evaluate_all(MARKS)
+    assert {at: b for at, _, _, b in shown} == {k: dp[k]["bytes"] for k in top}
     page.get_by_role("button", name="Expand all").click()
     seq = graph["inputs"][0]["out"][0]["shape"][1]
     for d in (
@@ -122,16 +129,12 @@ def test_the_overlays_bytes_equal_the_calculators(
     ):
         set_degrees(page, d)
         rows = check_table(page, graph, d)
-        marks = page.locator(".cp-coll").evaluate_all(
-            "els => els.flatMap(e => JSON.parse(e.dataset.colls))"
-        )
+        marks = page.locator(".cp-coll").evaluate_all(MARKS)
         shown = {(at, kind, name, b) for at, kind, name, b in marks}
         want = {
-            (c["at"], c["kind"], c["name"], c["bytes"])
-            for c in collectives(graph, d)
-            if c["kind"] != "dp"
+            (c["at"], c["kind"], c["name"], c["bytes"]) for c in collectives(graph, d)
         }
-        assert shown == want, d  # every TP, SP, PP and CP marker, with its bytes
+        assert shown == want, d  # every TP, SP, PP, CP and DP marker, with its bytes
         calc = estimate(
             presets.MODELS["tiny-gpt"],
             presets.GPUS["h100-sxm"],

@@ -137,5 +137,41 @@
     return found;
   }
 
-  window.CPViewerOverlay = { stage, ranksOfStage, held, collectives, rankBytes, COLUMNS };
+  // DP and ZeRO markers (overlay_dp.py): module → parts, subtree bytes, own bytes
+  const OF = { all_reduce: "grads", reduce_scatter: "grads", all_gather: "params" };
+  const WHEN = { "0all_reduce": "after backward", "1reduce_scatter": "after backward",
+    "1all_gather": "after the step", "2reduce_scatter": "during backward",
+    "2all_gather": "after the step", "3all_gather": "before forward and backward",
+    "3reduce_scatter": "during backward" };
+  function dpMarkers(g, d) {
+    const { traffic } = F(), parent = new Map(g.modules.map((m) => [m.id, m.parent]));
+    const found = new Map();
+    for (const c of collectives(g, d)) {
+      if (c.kind !== "dp") continue;
+      for (let node = c.at; node !== null && node !== undefined; node = parent.get(node)) {
+        if (!found.has(node))
+          found.set(node, { name: c.name, group: c.group, parts: new Map(), bytes: 0.0,
+            own: 0.0, stages: new Map() });
+        const mark = found.get(node);
+        for (const [kind, buf, count] of c.calls) {
+          const when = WHEN[d.zero + kind], key = kind + "\u0000" + when;
+          if (!mark.parts.has(key))
+            mark.parts.set(key, { collective: kind, of: OF[kind], when, calls: 0,
+              payload: 0.0, bytes: 0.0 });
+          const p = mark.parts.get(key);
+          p.calls += count;
+          p.payload += count * buf;
+          p.bytes += traffic.sent_bytes([[kind, buf, count]], c.group);
+        }
+        mark.bytes += c.bytes;
+        if (node === c.at) mark.own += c.bytes;
+        mark.stages.set(c.stage, (mark.stages.get(c.stage) || 0.0) + c.bytes);
+      }
+    }
+    for (const mark of found.values()) mark.parts = [...mark.parts.values()];
+    return found;
+  }
+
+  window.CPViewerOverlay = { stage, ranksOfStage, held, collectives, rankBytes, dpMarkers,
+    COLUMNS };
 })();

@@ -362,8 +362,9 @@
         "aria-label": "collapse " + key }, el);
       const bar = make("rect", { x: 0, y: 0, height: HEAD - 4, rx: 6,
         class: "cp-group__head" }, head);
-      make("text", { x: 8, y: 13 }, head,
-        "▾ " + M.mods.get(key).name + " · " + M.mods.get(key).type);
+      const title = "▾ " + M.mods.get(key).name + " · " + M.mods.get(key).type;
+      make("text", { x: 8, y: 13 }, head, title);
+      this.dpMark(head, key, true, 6.6 * title.length + 22, 9);
       this.bind(head, "m:" + key, nodes);
       el.appendChild(this.sync(key).el);
       return { el, open: true, box, head: bar };
@@ -381,6 +382,7 @@
         make("text", { x: 8, y: 16 }, g, "▸ " + m.name + " · " + m.type);
         make("text", { x: 8, y: 31, class: "cp-node__sub" }, g,
           num(m.params) + " params · " + num(m.flops) + " FLOPs" + this.badge(key));
+        this.dpMark(g, key, false, it.w, 0); // on the corner
       } else make("text", { x: 8, y: 19 }, g, this.opLabel(key));
       this.bind(g, (isMod ? "m:" : "o:") + key, nodes);
       return { el: g, open: false };
@@ -447,7 +449,8 @@
           stages.get(k).add(s);
         }
       }
-      return { colls, at, stages, on: d.dp * d.tp * d.pp * d.cp > 1 };
+      const dp = O.dpMarkers(g, d); // module → DP/ZeRO marker (overlay_dp.py)
+      return { colls, at, stages, dp, on: d.dp * d.tp * d.pp * d.cp > 1 };
     }
     stagesOf(key, isMod) {
       return this.overlay.stages.get((isMod ? "m:" : "o:") + key) || new Set([0]);
@@ -465,7 +468,27 @@
       let b = "";
       if (m.tp && d.tp > 1) b += " · TP " + m.tp + " ÷" + d.tp;
       if (m.params && d.zero === 3 && d.dp > 1) b += " · ZeRO-3 ÷" + d.dp;
+      const dp = this.overlay.dp.get(key);
+      if (dp) b += " · DP " + bytes(dp.bytes);
       return b;
+    }
+    // a module's DP/ZeRO marker, drawn like an edge's: a dot with its tooltip
+    dpMark(parent, key, own, x, y) {
+      const dp = this.overlay.dp.get(key), sent = dp && (own ? dp.own : dp.bytes);
+      if (!sent) return;
+      const mk = make("g", { class: "cp-coll cp-kind-dp",
+        "data-colls": JSON.stringify([[key, "dp", dp.name, sent]]) }, parent);
+      make("circle", { cx: x, cy: y, r: 6 }, mk);
+      const z = this.degrees.zero, lines = [`${z ? "ZeRO-" + z : "DP"} over ${dp.group} ` +
+        `ranks, ${own ? "its own parameters" : "its parameters and those below"}: ` +
+        `${bytes(sent)} ` +
+        "sent per rank a step"];
+      if (!own) for (const p of dp.parts) lines.push(`${p.collective.replace("_", "-")} ` +
+        `${p.of} ${p.when}: ${p.calls} calls, ${bytes(p.payload)} in all, ` +
+        `${bytes(p.bytes)} sent`);
+      if (!own && dp.stages.size > 1) for (const [s, v] of dp.stages)
+        lines.push(`stage ${s}: ${bytes(v)} per rank of the stage`);
+      make("title", {}, mk, lines.join("\n"));
     }
 
     info(key) {
@@ -482,6 +505,9 @@
         if (m.tp) row("tensor parallel", m.tp);
         layer = m.layer;
         for (const c of this.overlay.at.get(m.id) || []) row(c.kind.toUpperCase() + " " + c.name, bytes(c.bytes) + " sent per rank");
+        const dp = this.overlay.dp.get(m.id);
+        if (dp && dp.bytes !== dp.own)
+          row("DP " + dp.name + ", all below", bytes(dp.bytes) + " sent per rank");
       } else {
         const op = M.ops.get(key.slice(2));
         html("div", "cp-viewer__title", p, op.op + " · " + (op.module || "(model)"));

@@ -16,18 +16,18 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import re
 import time
 
 import torch
 import torch.distributed as dist
 
 from snippets.comm.messages import note_send
-from snippets.comm.swap_frames import record_deadlock, record_swap
+from snippets.comm.swap_frames import one_line, record_swap, stopped_elsewhere
 from snippets.comm.trace_frames import player_html
 from snippets.core.cli import main_entry, positive_float
 from snippets.core.runtime import Spec, device, print0
 
+THIS = "snippets.comm.point_to_point"  # its name even when run as __main__
 SPEC = Spec(
     timed=True,  # it measures time: run-all runs it alone
     summary="send/recv, isend/irecv, batch_isend_irecv, a deadlock caught by a "
@@ -144,16 +144,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _gloo_error(text: str, width: int) -> str:
-    """The backend's message without its source-file prefix, cut to ``width``."""
-    text = re.sub(r"^\[[^\]]*\]\s*", "", text)
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
 def main(deadlock_timeout: float = 3.0) -> dict:
     p, me, dev = dist.get_world_size(), dist.get_rank(), device()
     peer = me ^ 1  # pairs 0↔1, 2↔3, …; with an odd p the last rank sits the swaps out
     paired = peer < p
+    # the same deadlock launched on its own ranks, meanwhile: how the runtime stops it
+    if me == 0:
+        started = stopped_elsewhere(THIS + ":both_send_first", deadlock_timeout)
     rows = []
     for name, swap in (
         ("send/recv, ordered by parity", swap_by_parity),
@@ -170,11 +167,8 @@ def main(deadlock_timeout: float = 3.0) -> dict:
             )
         rows.append({"exchange": name, "result": "both got the other's tensor ✓"})
 
-    sends: list = []
-    seconds, error = deadlock_demo(peer, deadlock_timeout, sends)
-    # the timed-out run as frames, then the isend/irecv fix (each checked inside)
-    stuck = record_deadlock(sends, error, 1.0, f"{deadlock_timeout:g} s")
-    fixed = record_swap(swap_nonblocking, peer)
+    seconds, error = deadlock_demo(peer, deadlock_timeout)
+    fixed = record_swap(swap_nonblocking, peer)  # the fix as frames, checked inside
     got = write_before_wait(peer) if paired else []
     everyone: list = [None] * p
     dist.all_gather_object(everyone, {"seconds": seconds, "error": error, "got": got})
@@ -203,7 +197,7 @@ def main(deadlock_timeout: float = 3.0) -> dict:
     print0(f"  both call send first, 4 bytes, group timeout {deadlock_timeout:g} s:")
     for r in (0, 1):
         e = everyone[r]
-        why = _gloo_error(e["error"], 56) if e["error"] else "returned"
+        why = one_line(e["error"], 56) if e["error"] else "returned"
         print0(f"    rank {r} after {e['seconds']:.1f} s: {why}")
     if blocked:
         print0("    gloo's send returns only when the peer has posted its recv,")
@@ -216,9 +210,17 @@ def main(deadlock_timeout: float = 3.0) -> dict:
         print0("    touching it before wait() changed what was sent.")
     else:
         print0("    this time the data left before the write; still: wait() first.")
+    stuck = started() if me == 0 else {}
+    if me == 0:
+        after = max(stuck["after_s"])
+        print0(f"  the same exchange launched alone, stopped after {after:.1f} s:")
+        print0(f"    {one_line(stuck['error'], 84)}")
     return {
         "tables": {"exchanges": rows},
-        "markdown": {"deadlock": player_html(stuck), "swap": player_html(fixed)},
+        "markdown": {
+            "deadlock": player_html(stuck) if me == 0 else "",
+            "swap": player_html(fixed),
+        },
         "deadlocked": blocked,
         "deadlock_seconds": [e["seconds"] for e in everyone[:2]],
         "write_before_wait_received": received,

@@ -1,17 +1,30 @@
-"""Point-to-point as animations: the deliberate deadlock, replayed from the run that
-timed out, and the isend/irecv swap that fixes it.
+"""Point-to-point as animations: the deliberate deadlock, replayed from a run that
+the runtime stopped, and the isend/irecv swap that fixes it.
 
 Each rank's row has p slots, slot j for rank j's tensor; a rank starts with its own.
-In the deadlock every send was noted before it blocked; a rank whose group timed out
-never returned from it, so its send is replayed as ``blocked`` and delivers nothing.
-The last frame must show exactly that: every rank that timed out still without its
-peer's tensor. The fix's last frame must hold, in the peer's slot, what the peer
-sent, as ``all_gather_object`` reports it (not through the swap under test).
+The fix's last frame must hold, in the peer's slot, what the peer sent, as
+``all_gather_object`` reports it (not through the swap under test).
+
+``record_stopped`` launches the deadlocking exchange on two fresh ranks whose group
+times out after a few seconds. Each rank writes its sends to a file as it notes them,
+so a rank the runtime stopped still leaves them behind: they are drawn as ``blocked``
+(nothing delivered). The last frame draws both ranks stopped, how long after its send
+each was stopped, and the one line of the ``RankError`` that ``launch`` raised. A rank
+cannot launch ranks of its own, so ``stopped_elsewhere`` runs it in a fresh interpreter.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+import importlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -19,7 +32,7 @@ import torch.distributed as dist
 
 from snippets.comm.messages import Send, gather_trace
 from snippets.comm.trace_frames import animation, check_animation
-from snippets.core.runtime import device
+from snippets.core.runtime import RankError, device, launch
 
 
 def _row(p: int, fill: dict[int, float]) -> list:
@@ -28,32 +41,6 @@ def _row(p: int, fill: dict[int, float]) -> list:
 
 def _start(p: int) -> list:
     return [[[q] if j == q else [] for j in range(p)] for q in range(p)]
-
-
-def record_deadlock(trace: list[Send], error: str, sent: float, timeout: str) -> dict:
-    """Frames of ``both_send_first`` as it ran: ``trace`` its noted sends, ``error``
-    this rank's timeout message ('' if its send returned), ``sent`` the value sent."""
-    p = dist.get_world_size()
-    mine = [replace(s, phase="blocked") if error else s for s in trace]
-    merged = gather_trace(mine)
-    everyone: list = [None] * p
-    dist.all_gather_object(everyone, bool(error))
-    inputs = [_row(p, {q: sent}) for q in range(p)]
-    anim = animation(
-        merged,
-        inputs,
-        inputs,  # the run's buffers: each its own; nothing arrived where it blocked
-        f"both ranks call send first: neither reaches recv; the {timeout} timeout "
-        "ends both",
-        start=_start(p),
-        slots=[f"rank {j}'s" for j in range(p)],
-    )
-    check_animation(anim, inputs)
-    last = anim["frames"][-1]["cells"]
-    for s in merged:
-        if everyone[s.dst] and (s.phase != "blocked" or last[s.dst][s.src] != []):
-            raise AssertionError(f"rank {s.dst} timed out, yet the frames deliver {s}")
-    return anim
 
 
 def record_swap(swap: Callable[..., None], peer: int) -> dict:
@@ -83,3 +70,107 @@ def record_swap(swap: Callable[..., None], peer: int) -> dict:
     )
     check_animation(anim, oracle)
     return anim
+
+
+def one_line(text: str, width: int = 88) -> str:
+    """An error's first line without gloo's ``[file.cc:123]`` prefixes, cut to
+    ``width`` columns."""
+    text = re.sub(r"\[[^\]]*:\d+\]\s*", "", text.splitlines()[0] if text else "")
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+class _Noted(list):
+    """A ``trace=`` list that also writes each Send, and when, to ``path`` at once."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
+
+    def append(self, s: Send) -> None:
+        super().append(s)
+        with open(self.path, "a") as f:
+            f.write(json.dumps([time.monotonic(), asdict(s)]) + "\n")
+
+
+def _stuck_rank(exchange: str, notes: str) -> None:
+    """One launched rank: ``exchange`` ("module:function", called like
+    ``both_send_first``) with its peer, in the world group and its timeout."""
+    module, name = exchange.split(":")
+    fn = getattr(importlib.import_module(module), name)
+    r = dist.get_rank()
+    trace = _Noted(Path(notes, f"rank{r}"))
+    fn(torch.ones(1), torch.empty(1), r ^ 1, dist.group.WORLD, trace)
+
+
+def record_stopped(exchange: str, timeout_s: float) -> dict:
+    """Launch ``exchange`` on two fresh gloo ranks with a ``timeout_s`` group timeout;
+    return its frames, ending with the ranks as the runtime stopped them. Raises
+    AssertionError if the exchange returned. Call it where no ranks run (a rank:
+    ``stopped_elsewhere``)."""
+    with tempfile.TemporaryDirectory(prefix="commonplace-stuck-") as notes:
+        try:
+            launch(_stuck_rank, 2, "gloo", timeout_s, args=(exchange, notes))
+        except RankError as exc:
+            stopped, error = time.monotonic(), exc
+        else:
+            raise AssertionError(f"{exchange} returned: nothing deadlocked")
+        noted = [
+            (r, json.loads(line))
+            for r in range(2)
+            if Path(notes, f"rank{r}").exists()
+            for line in Path(notes, f"rank{r}").read_text().splitlines()
+        ]
+    trace = [Send(**{**s, "phase": "blocked"}) for _, (_, s) in noted]
+    began = {r: min(t for q, (t, _) in noted if q == r) for r, _ in noted}
+    after = [stopped - began[r] if r in began else None for r in range(2)]
+    inputs = [_row(2, {q: 1.0}) for q in range(2)]
+    anim = animation(
+        sorted(trace, key=lambda s: (s.step, s.src)),
+        inputs,
+        inputs,  # nothing arrived before the ranks were stopped
+        "both ranks call send first; neither reaches recv, and after the group's "
+        f"{timeout_s:g} s timeout the runtime stops the run",
+        start=_start(2),
+        slots=[f"rank {j}'s" for j in range(2)],
+    )
+    anim["frames"].append(
+        {
+            "label": one_line(str(error)),
+            "messages": [],
+            "cells": anim["frames"][-1]["cells"],
+            "stopped": [
+                "stopped" if a is None else f"stopped after {a:.1f} s" for a in after
+            ],
+        }
+    )
+    check_animation(anim, inputs)
+    return anim | {"error": str(error), "error_rank": error.rank, "after_s": after}
+
+
+def stopped_elsewhere(exchange: str, timeout_s: float) -> Callable[[], dict]:
+    """Start ``record_stopped`` in a fresh interpreter (not a rank, not under
+    torchrun) and return at once; calling the result waits for its frames."""
+    out = tempfile.NamedTemporaryFile(prefix="commonplace-", suffix=".json")
+    env = {k: v for k, v in os.environ.items() if k not in _RANK_VARS}
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+    code = (
+        "import json, sys; from snippets.comm.swap_frames import record_stopped; "
+        "json.dump(record_stopped(sys.argv[1], float(sys.argv[2])), "
+        "open(sys.argv[3], 'w'))"
+    )
+    args = [sys.executable, "-c", code, exchange, str(timeout_s), out.name]
+    proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL)
+
+    def frames() -> dict:
+        with out:
+            if proc.wait(timeout=timeout_s + 120) != 0:
+                raise RuntimeError(
+                    f"recording the stopped run failed ({proc.returncode})"
+                )
+            return json.loads(Path(out.name).read_text())
+
+    return frames
+
+
+_RANK_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK")

@@ -10,7 +10,8 @@
    copies, dotted and crossed where the send was posted and never matched ("blocked"),
    with their bytes. An empty cell ([]) is a piece not yet there; a frame's own
    "values" (recorded by the run) replace the sums of the inputs; "slots" names the
-   columns, drawn over them where they fit.
+   columns, drawn over them where they fit; a frame's "stopped" (one line per rank,
+   or null) draws those ranks' rows as stopped, with the line beside them.
 
    Keys (on the figure or its buttons): ← → step, Home End first and last, Space play
    and pause. With prefers-reduced-motion there is no autoplay and no transition. */
@@ -190,13 +191,24 @@
         const y = TOP + r * ROW;
         svg("text", { x: 0, y: y + CELL_H / 2 + 4, class: "cp-player__rank" }, root,
           "rank " + r);
+        const halt = frame.stopped && frame.stopped[r];
+        if (halt) {
+          const t = svg("text", { x: LABEL_W + cw * n + 6, y: y + CELL_H / 2 + 4,
+                                  class: "cp-player__halt" }, root, halt);
+          const room = W - (LABEL_W + cw * n + 6) - 2;
+          if (halt.length * 6.2 > room) {
+            t.setAttribute("textLength", String(room));
+            t.setAttribute("lengthAdjust", "spacingAndGlyphs");
+          }
+        }
         for (let i = 0; i < n; i++) {
           const cell = frame.cells[r][i], text = label(cell);
           const changed = prev && label(prev.cells[r][i]) !== text;
           const value = frame.values ? frame.values[r][i]
             : cell.length ? cell.reduce((s, q) => s + a.inputs[q][i], 0) : null;
           const g = svg("g", { class: "cp-player__cell" + (changed ? " cp-player__cell--new" : "")
-                               + (cell.length ? "" : " cp-player__cell--empty"),
+                               + (cell.length ? "" : " cp-player__cell--empty")
+                               + (halt ? " cp-player__cell--stopped" : ""),
                                "data-rank": r, "data-slot": i, "data-label": text,
                                "data-value": value === null ? "" : String(value) }, root);
           const x = LABEL_W + i * cw;

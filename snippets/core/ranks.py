@@ -27,6 +27,7 @@ import torch
 import torch.distributed as dist
 
 from snippets.core.errors import RankError, UsageError
+from snippets.core.first_cause import first_cause
 
 
 # --8<-- [start:join]
@@ -194,11 +195,8 @@ def _stop(procs: list) -> None:
 
 def _silent_death(procs: list, values: dict) -> int | None:
     """The first rank that exited with a failure and has not reported, if any."""
-    dead = [
-        r
-        for r, p in enumerate(procs)
-        if p.exitcode not in (None, 0) and r not in values
-    ]
+    exited = [r for r, p in enumerate(procs) if p.exitcode not in (None, 0)]
+    dead = [r for r in exited if r not in values]
     return dead[0] if dead else None
 
 
@@ -239,6 +237,7 @@ def spawn(
                             dead, f"process exited with status {code} without reporting"
                         ) from None
                 if status == "error":  # the first failure stops everyone: see finally
+                    rank, payload = first_cause(results, rank, payload)
                     raise RankError(rank, *payload)
                 values[rank] = payload
         finally:

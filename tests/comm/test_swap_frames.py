@@ -59,7 +59,7 @@ def test_the_deadlock_ends_with_both_ranks_stopped_by_the_runtime(tmp_path) -> N
     error, rank = anim["error"], anim["error_rank"]
     assert stopped["label"] == S.one_line(error) and len(stopped["label"]) <= 88
     assert error.startswith(f"rank {rank} failed: RuntimeError: ") and rank in (0, 1)
-    cause = re.compile(r"Timed out waiting 1000ms for send|Connection closed by peer")
+    cause = re.compile(r"Timed out waiting 1000ms for send")  # the cause, not its echo
     assert cause.search(error) and cause.search(str(direct.value)), error
     assert str(direct.value).split(":")[1] == error.split(":")[1]  # same type
     # each rank was stopped no sooner than its group's timeout after its send

@@ -15,7 +15,9 @@ only) plus 8 (Adam's fp32 m and v) or 4 (SGD's momentum). Where the anchors diff
   and its docs 4Ψ + 16Ψ/N (both Adam, model states only).
 * Stage 3 also holds one layer gathered at full size while it computes (DeepSpeed's
   estimator counts 4 bytes × the largest layer); it is ``buffers`` here, in
-  ``weight`` bytes, without prefetching a second one.
+  ``weight`` bytes. A run that prefetches the next layer's gather while one computes
+  (FSDP2 does by default, and so does the ZeRO note's stage 3) holds up to two: this
+  counts one.
 
 The ZeRO group is the data-parallel ranks times the context-parallel ones (they hold
 the same weights, as Megatron-LM's distributed optimizer shards over dp × cp).

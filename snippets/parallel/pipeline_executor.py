@@ -99,8 +99,6 @@ def execute(
     ids, tgt = idx.tensor_split(m), targets.tensor_split(m)  # (B_j, N) each
     store, live, run = WeightGradients(), LiveActivations(), PipelineRun(None)
     deferred = any(a.kind == "W" for a in plan)
-    if deferred:
-        split_backward(model, store)
     held: dict = {}  # (chunk, j) → (stage input, stage output or loss)
     mailbox: dict = {}  # messages this rank sends itself (p = 1)
     sends: list = []

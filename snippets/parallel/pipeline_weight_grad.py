@@ -8,8 +8,9 @@ one whose backward returns ∂L/∂x at once and files the weight-gradient produ
 the current key (chunk, micro-batch) of a :class:`WeightGradients`; ``run(key)`` does
 that work and adds it into ``.grad``. A ``TorchFunctionMode`` catches the call, so
 ``nn.Linear`` and the tensor-parallel Linears, which call ``F.linear`` on their
-slice, are split alike. Sequence parallelism's gathered Linears compute their weight
-gradients inside their own autograd function: those stay in B.
+slice, are split alike. Sequence parallelism's gathered Linears compute theirs in
+their own autograd function, which asks :func:`deferring` for the store and files
+its weight-gradient work there too.
 
 B runs with ``retain_graph=True``: the graph, and with it the activations, stay
 alive until W, so a deferred W keeps its micro-batch in flight. Other parameters
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from contextlib import contextmanager
-from typing import Callable, Hashable, Iterator
+from typing import Callable, Hashable, Iterator, Sequence
 
 import torch
 import torch.nn as nn
@@ -36,8 +37,20 @@ class WeightGradients:
         self.key: Hashable = None
         self.pending: dict[Hashable, list[Callable[[], None]]] = defaultdict(list)
 
+    def file(self, key: Hashable, params: Sequence, gradients: Callable) -> None:
+        """File work under `key`: ``gradients()`` gives ∂L/∂p for each of `params`
+        (None: no gradient); ``run(key)`` adds them into ``.grad``."""
+
+        def work() -> None:
+            with torch.no_grad():
+                for param, grad in zip(params, gradients()):
+                    if grad is not None:
+                        accumulate(param, grad)
+
+        self.pending[key].append(work)
+
     def run(self, key: Hashable) -> int:
-        """Do the weight-gradient work filed under `key`; return how many products."""
+        """Do the weight-gradient work filed under `key`; return how many filings."""
         work = self.pending.pop(key, [])
         for product in work:
             product()
@@ -66,22 +79,30 @@ class SplitLinear(torch.autograd.Function):
     def backward(ctx, dy):  # dy: (..., out)
         (x,), weight, bias = ctx.saved_tensors, ctx.weight, ctx.bias
 
-        def weight_gradient() -> None:  # W: ∂L/∂W = dyᵀ x, (out, in); ∂L/∂b = Σ dy
-            with torch.no_grad():
-                accumulate(weight, dy.flatten(0, -2).T @ x.flatten(0, -2))
-                if bias is not None:
-                    accumulate(bias, dy.flatten(0, -2).sum(0))
+        def weight_gradient() -> tuple:  # W: ∂L/∂W = dyᵀ x, (out, in); ∂L/∂b = Σ dy
+            rows = dy.flatten(0, -2)  # (tokens, out)
+            return rows.T @ x.flatten(0, -2), None if bias is None else rows.sum(0)
 
-        ctx.store.pending[ctx.key].append(weight_gradient)
+        ctx.store.file(ctx.key, (weight, bias), weight_gradient)
         return dy @ weight, None, None, None  # B: ∂L/∂x = dy W, (..., in)
 
 
 class SplitLinears(TorchFunctionMode):
     """While active, F.linear on one of `weights` (by identity) runs as SplitLinear."""
 
+    active: list[SplitLinears] = []  # entered and not yet left, innermost last
+
     def __init__(self, weights: set[int], store: WeightGradients):
         super().__init__()
         self.weights, self.store = weights, store
+
+    def __enter__(self):
+        SplitLinears.active.append(self)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        SplitLinears.active.remove(self)
+        return super().__exit__(*exc)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -98,6 +119,16 @@ def split_backward(module: nn.Module, store: WeightGradients) -> Iterator[None]:
     SplitLinear: nn.Linear's and the tensor-parallel layers' alike."""
     with SplitLinears({id(p) for p in module.parameters()}, store):
         yield
+
+
+def deferring(weight: torch.Tensor) -> WeightGradients | None:
+    """The store an active split files `weight`'s gradient in, else None: for an
+    autograd function that computes its weight gradients itself."""
+    if torch.is_grad_enabled():
+        for mode in reversed(SplitLinears.active):
+            if id(weight) in mode.weights:
+                return mode.store
+    return None
 
 
 # --8<-- [end:split]

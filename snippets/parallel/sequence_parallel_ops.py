@@ -13,6 +13,8 @@ functions on activations (B, N, d) cut along the sequence N.
   and gathers again in backward, as Megatron-LM's
   ``LinearWithGradAccumulationAndAsyncCommunication`` does. That is what makes every
   activation of a layer 1/t: one more all-gather per Linear group in backward.
+  Under ``split_backward`` (zero-bubble's B/W split) that gather and the weight
+  gradients are filed for W; B only reduce-scatters ∂L/∂x.
 
 Every collective is SUM and recorded at the call by the optional ``CommLog``; the
 buffer counted is the whole (B, N, d) tensor, of which a ring sends (t−1)/t per rank.
@@ -24,6 +26,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from snippets.parallel.pipeline_weight_grad import deferring
 from snippets.parallel.tensor_parallel import CommLog, own_block
 
 
@@ -111,8 +114,9 @@ class GatheredLinears(torch.autograd.Function):
     """y_i = gather(x) W_iᵀ + b_i for a shard x (B, N/t, k), saving only the shard."""
 
     @staticmethod
-    def forward(ctx, x, group, log, tag, *weights_and_biases):
-        ctx.args = group, log, tag
+    def forward(ctx, x, group, log, tag, store, *weights_and_biases):
+        ctx.args, ctx.params = (group, log, tag), weights_and_biases
+        ctx.store, ctx.key = store, None if store is None else store.key
         weights, biases = weights_and_biases[::2], weights_and_biases[1::2]
         ctx.has_bias = [b is not None for b in biases]
         ctx.save_for_backward(x, *weights)  # the shard: 1/t of the input
@@ -123,20 +127,30 @@ class GatheredLinears(torch.autograd.Function):
     def backward(ctx, *grads):  # each (B, N, n_i/t)
         x, *weights = ctx.saved_tensors
         group, log, tag = ctx.args
-        full = _gather(x, group, log, "backward", tag).flatten(0, 1)  # again: (BN, k)
-        grad_full, out = 0, []
-        for grad, w, has_bias in zip(grads, weights, ctx.has_bias):
-            grad_full = grad_full + grad @ w  # (B, N, k): Σ over the Linears
-            grad = grad.flatten(0, 1)  # (BN, n_i/t)
-            out += [grad.T @ full, grad.sum(0) if has_bias else None]
+
+        def weight_gradients() -> list:  # ∂L/∂W_i = grad_iᵀ gather(x), ∂L/∂b_i = Σ
+            full = _gather(x, group, log, "backward", tag).flatten(0, 1)  # (BN, k)
+            out = []
+            for grad, has_bias in zip(grads, ctx.has_bias):
+                grad = grad.flatten(0, 1)  # (BN, n_i/t)
+                out += [grad.T @ full, grad.sum(0) if has_bias else None]
+            return out
+
+        if ctx.store is None:
+            out = weight_gradients()
+        else:  # inside split_backward: W gathers and multiplies, later
+            ctx.store.file(ctx.key, ctx.params, weight_gradients)
+            out = [None] * len(ctx.params)
+        grad_full = sum(grad @ w for grad, w in zip(grads, weights))  # (B, N, k)
         grad_x = _reduce_scatter(grad_full, group, log, "backward", tag)
-        return grad_x, None, None, None, *out
+        return grad_x, None, None, None, None, *out
 
 
 def gathered_linears(x, linears, group=None, log=None, tag="") -> tuple:
     """The outputs of ``linears`` (their weights and biases) on gather(x)."""
     flat = [p for lin in linears for p in (lin.weight, lin.bias)]
-    return GatheredLinears.apply(x, group, log, tag, *flat)
+    store = deferring(linears[0].weight)  # None outside split_backward
+    return GatheredLinears.apply(x, group, log, tag, store, *flat)
 
 
 # --8<-- [end:gathered]

@@ -1,7 +1,7 @@
 """B then W equals one ordinary backward: input gradients at once, Linear weight
 gradients only when W runs, LayerNorm's in B; the split gone afterwards. The
-tensor-parallel Linears of a block (two ranks) wait for W too; under sequence
-parallel the row-parallel ones do, and the gradients equal the dense block's."""
+tensor-parallel Linears of a block (two ranks) wait for W too, and under sequence
+parallel so do the gathered ones; the gradients equal the dense block's."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from snippets.models.tiny_gpt import GPT, GPTConfig
 from snippets.parallel.pipeline_weight_grad import (
     SplitLinear,
     WeightGradients,
+    deferring,
     split_backward,
 )
 from snippets.parallel.sequence_parallel import (
@@ -44,11 +45,15 @@ def test_b_then_w_equals_one_backward() -> None:
             ours(xo).sin().sum().backward(retain_graph=True)
         assert ours[0].weight.grad is None and ours[3].weight.grad is None
         assert ours[2].weight.grad is not None  # LayerNorm: in B
+        assert deferring(ours[0].weight) is store and deferring(xo) is None
+        with torch.no_grad():
+            assert deferring(ours[0].weight) is None  # no graph, nothing to defer
         torch.testing.assert_close(xo.grad, 2 * xr.grad, rtol=0, atol=1e-13)
         assert store.run("a") == 2 and store.run("a") == 0  # two Linears, once
         assert store.run("b") == 2
     for p, q in zip(ours.parameters(), ref.parameters()):
         torch.testing.assert_close(p.grad, 2 * q.grad, rtol=0, atol=1e-13)
+    assert deferring(ours[0].weight) is None
     y = ours(x)  # the class's forward again: no SplitLinear in the graph
     assert "SplitLinear" not in type(y.grad_fn).__name__
 
@@ -103,9 +108,9 @@ def test_tensor_parallel_weights_wait_for_w() -> None:
     for tp, sp in (rank.values() for rank in ranks):
         assert tp["missing_after_b"] == sorted(column + row)
         assert tp["products"] == 6
-        # sequence parallel: q, k, v and fc compute theirs in their own autograd
-        # function, in B
-        assert sp["missing_after_b"] == row
-        assert sp["products"] == 2
+        # sequence parallel: q, k, v (one filing) and fc file theirs from their
+        # own autograd function, with the gather they need
+        assert sp["missing_after_b"] == sorted(column + row)
+        assert sp["products"] == 4
         for r in (tp, sp):
             assert r["d_input"] < 1e-12 and r["d_grads"] < 1e-12, r

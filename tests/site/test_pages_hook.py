@@ -9,7 +9,6 @@ import re
 import subprocess
 
 import pytest
-
 from conftest import REPO
 
 spec = importlib.util.spec_from_file_location("pages_hook", REPO / "hooks" / "pages.py")

@@ -16,9 +16,30 @@ import statistics
 from typing import Sequence
 
 from snippets.comm.cost_formulas import Machine, predict, size_text
-from snippets.core.claims import FASTER, SLOWER, Claim, Spread, check, order, verdict
+from snippets.core.claims import (
+    FASTER,
+    SLOWER,
+    TIED,
+    Claim,
+    Spread,
+    check,
+    order,
+    verdict,
+)
 
 FITS = {"ping_pong": "idle", "ring": "busy"}  # pattern → the name the note uses
+TARGET = 0.9  # our ring ÷ the built-in's busbw, at 64 MiB on 2 ranks
+OUTCOME = {
+    FASTER: "met: the whole IQR lies above it",
+    SLOWER: "missed: the whole IQR lies below it",
+    TIED: "not settled: the IQR straddles it",
+}
+
+
+def target_outcome(ratio: Spread) -> str:
+    """The target's outcome ("met: …", "missed: …", "not settled: …") on this run's
+    paired ratio: its IQR against TARGET (``snippets.core.claims.verdict``)."""
+    return OUTCOME[verdict(ratio, TARGET)]
 
 
 def model_claims(m: Machine, sizes: Sequence[int], rounds: Sequence[list]) -> list:
@@ -161,9 +182,13 @@ def findings(records: list[dict], machines: dict, target: list[dict]) -> str:
             "as much as the algorithms."
         )
     for row in target:
+        lo, hi = (float(q) for q in row["IQR"].split("–"))
+        ratio = Spread(row["ring ÷ built-in"], lo, hi)
+        goal = f"; against the {TARGET}× target: {target_outcome(ratio)}"
         lines.append(
             f"- At {row['size']} on {row['ranks']} ranks our ring's CPU per call is "
             f"{row['CPU per call, ring ÷ built-in']:.2f}× the built-in's; its wall "
-            f"time ratio is {row['ring ÷ built-in']:.2f} (IQR {row['IQR']})."
+            f"time ratio is {row['ring ÷ built-in']:.2f} (IQR {row['IQR']})"
+            f"{goal if row['ranks'] == 2 else ''}."
         )
     return "\n".join(lines)

@@ -12,6 +12,10 @@ Segmentation: each chunk is cut into segments of at most ``segment_bytes``
 message pipelines through the ring instead of waiting for whole chunks, and the
 additions overlap the transfers.
 
+Pacing: a send is posted at most ``lead`` messages ahead of my receives. gloo's TCP
+transport moves a message only once its receive is posted, and a send posted before
+that is written by gloo's one event-loop thread instead of by the thread that posted it.
+
     python -m snippets run ring_allreduce -n 4
     torchrun --nproc-per-node 4 -m snippets run ring_allreduce
 """
@@ -48,6 +52,7 @@ SPEC = Spec(
 
 # 1 MiB: pipelines well and keeps the landing buffers small (measured on gloo, CPU)
 SEGMENT_BYTES = 1 << 20
+LEAD = 2  # sends posted at most this many messages ahead of my receives
 
 
 # --8<-- [start:ring]
@@ -57,14 +62,18 @@ def ring_allreduce(
     group: dist.ProcessGroup | None = None,
     *,
     segment_bytes: int = SEGMENT_BYTES,
+    lead: int | None = LEAD,
     trace: list | None = None,
     check: bool = True,
 ) -> None:
-    """In place, like ``dist.all_reduce``; ``trace`` gets one ``Send`` per message."""
+    """In place, like ``dist.all_reduce``; ``trace`` gets one ``Send`` per message.
+    ``lead=None`` posts every send as soon as its data is ready."""
+    if lead is not None and lead < 0:
+        raise ValueError(f"lead must be None or at least 0, got {lead}")
     flat, ranks, me = begin(tensor, op, group, "ring_allreduce", check)
     seg = max(1, segment_bytes // flat.element_size())  # elements per segment
     if len(ranks) > 1:
-        _ring(flat, op, ranks, me, group, seg, trace)
+        _ring(flat, op, ranks, me, group, seg, trace, lead)
     end(tensor, flat, op, len(ranks))
 
 
@@ -76,6 +85,7 @@ def _ring(
     group: dist.ProcessGroup | None,
     seg: int,
     trace: list | None,
+    lead: int | None,
     window: int = 4,
 ) -> None:
     p = len(ranks)
@@ -84,41 +94,52 @@ def _ring(
     steps = 2 * (p - 1)  # p−1 reduce-scatter steps, then p−1 all-gather steps
     # At step t I receive chunk (me − t − 1) mod p from the left and send chunk
     # (me − t) mod p to the right, segment by segment; `slots` lists every segment
-    # I will receive, in the order it arrives.
+    # I will receive, in the order it arrives, and `outbox` every one I send, in order.
     slots = [
         (t, a, b)
         for t in range(steps)
         for a, b in segments(edge[(me - t - 1) % p], edge[(me - t - 1) % p + 1], seg)
     ]
+    rs = sum(t < p - 1 for t, _, _ in slots)  # the slots that are added, not copied
+    outbox = [(0, a, b) for a, b in segments(edge[me], edge[me + 1], seg)]
     # Reduce-scatter segments land in a few small buffers used in turn (allocating
     # n/p elements per call costs more than the additions); all-gather segments land
     # where they belong.
     size = min(seg, edge[1] - edge[0])
     landing = [flat.new_empty(size) for _ in range(window)]  # window × (segment,)
+    pending: list = []  # posted receives, slot by slot
+    sends: list = []  # posted sends, message by message
 
-    def post(k: int) -> dist.Work | None:
-        t, a, b = slots[k]
-        return recv(
-            landing[k % window][: b - a] if t < p - 1 else flat[a:b], left, group
-        )
+    def post(upto: int) -> None:
+        while len(pending) < min(upto, len(slots)):
+            t, a, b = slots[len(pending)]
+            into = landing[len(pending) % window][: b - a] if t < p - 1 else flat[a:b]
+            pending.append(recv(into, left, group))
 
-    def phase(t: int) -> str:
-        return "reduce-scatter" if t < p - 1 else "all-gather"
+    def flush(upto: int) -> None:
+        upto = len(outbox) if lead is None else upto
+        while len(sends) < min(upto, len(outbox)):
+            t, a, b = outbox[len(sends)]
+            phase = "reduce-scatter" if t < p - 1 else "all-gather"
+            sends.append(send(flat, a, b, right, group, trace, t, phase))
 
-    sends = [
-        send(flat, a, b, right, group, trace, 0, phase(0))
-        for a, b in segments(edge[me], edge[me + 1], seg)
-    ]
-    # receives posted ahead: the pipeline's depth
-    pending = [post(k) for k in range(min(window, len(slots)))]
+    # gloo's transport moves a message only once its receive is posted, and a send
+    # posted before that is written later by its one event-loop thread. So I keep my
+    # sends at most `lead` ahead of my receives, which my neighbour posts in step with
+    # mine, and more of the writing is left to this thread (see ring_profile).
+    post(window)  # receives posted ahead: the pipeline's depth
+    flush(len(pending) + (lead or 0))
     for k, (t, a, b) in enumerate(slots):
         pending[k].wait()
         if t < p - 1:  # (segment,) ⊕= what came in
             combine_(flat[a:b], landing[k % window][: b - a], op)
-        if k + window < len(slots):
-            pending.append(post(k + window))  # its landing buffer was freed just above
-        if t + 1 < steps:  # forward it at once: it is part of the chunk I send next
-            sends.append(send(flat, a, b, right, group, trace, t + 1, phase(t + 1)))
+        # the next landing buffer was freed just above; all-gather receives need
+        # none, so once they come up they are posted all at once
+        post(k + 1 + window if k + 1 + window <= rs else len(slots))
+        if t + 1 < steps:  # forward it: it is part of the chunk I send next
+            outbox.append((t + 1, a, b))
+        flush(len(pending) + (lead or 0))
+    flush(len(outbox))
     wait_all(sends)
 
 

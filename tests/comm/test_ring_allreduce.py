@@ -18,10 +18,10 @@ from snippets.core.runtime import launch
 N = 1001  # elements; not divisible by 3, 5, 6, 7 or 8
 
 
-def traces_rank(segment_bytes: int) -> list:
+def traces_rank(segment_bytes: int, lead: int | None = R.LEAD) -> list:
     x = torch.ones(N, dtype=torch.float64)
     trace: list = []
-    R.ring_allreduce(x, segment_bytes=segment_bytes, trace=trace)
+    R.ring_allreduce(x, segment_bytes=segment_bytes, trace=trace, lead=lead)
     assert torch.equal(
         x, torch.full((N,), float(dist.get_world_size()), dtype=torch.float64)
     )
@@ -32,6 +32,8 @@ def check_rank() -> dict:
     return {
         "whole": traces_rank(1 << 20),
         "segmented": traces_rank(800),
+        "unpaced": traces_rank(800, lead=None),
+        "lockstep": traces_rank(800, lead=0),
         "main": R.main(2003),
     }
 
@@ -74,6 +76,13 @@ def test_segmentation_splits_each_chunk(run: tuple[int, list[dict]]) -> None:
     assert len(segmented) > whole and all(s.nbytes <= 800 for s in segmented)
 
 
+def test_pacing_the_sends_changes_when_not_what(run: tuple[int, list[dict]]) -> None:
+    # the same messages in the same order, however far sends may run ahead
+    _, per_rank = run
+    for r in per_rank:
+        assert r["unpaced"] == r["segmented"] == r["lockstep"]
+
+
 def test_main_checks_every_op(run: tuple[int, list[dict]]) -> None:
     _, per_rank = run
     assert [row["op"] for row in per_rank[0]["main"]["tables"]["ops"]] == [
@@ -95,3 +104,8 @@ def test_bad_numel_is_one_line_and_exit_2() -> None:
     )
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "--numel" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_negative_lead_is_refused_before_any_message() -> None:
+    with pytest.raises(ValueError, match="lead"):
+        R.ring_allreduce(torch.ones(4), lead=-1)

@@ -62,8 +62,10 @@ def test_the_deadlock_ends_with_both_ranks_stopped_by_the_runtime(tmp_path) -> N
     cause = re.compile(r"Timed out waiting 1000ms for send")  # the cause, not its echo
     assert cause.search(error) and cause.search(str(direct.value)), error
     assert str(direct.value).split(":")[1] == error.split(":")[1]  # same type
-    # each rank was stopped no sooner than its group's timeout after its send
-    assert all(1.0 <= a < 15 for a in anim["after_s"]), anim["after_s"]
+    # the rank that failed was stopped no sooner than its group's timeout after its
+    # send; its peer, stopped with it, may have sent a little later
+    after = anim["after_s"]
+    assert 1.0 <= after[rank] < 15 and 0.5 <= after[rank ^ 1] < 15, after
     assert stopped["stopped"] == [f"stopped after {a:.1f} s" for a in anim["after_s"]]
     # the same sends, had they been delivered, would fill the peers' slots
     delivered = T.animation(

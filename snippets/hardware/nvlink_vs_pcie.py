@@ -8,10 +8,14 @@ the variable, then spawns, and the ranks inherit it.
 
 The model is the shared GPT (``snippets.models.tiny_gpt``). Before timing, each variant
 checks that DDP's averaged gradients equal the gradients of one unsplit model on the
-whole batch (the oracle). On a CPU both variants run gloo at a tiny size, so this never
-rots, but there the two variants are the same transport and the ratio means nothing.
+whole batch (the oracle). The variants take turns, on off off on on off …, one fresh
+launch each, so a machine that gets busier halfway through slows both alike; the ratio
+is taken per round and reported as its median and interquartile range. On a CPU both
+variants run gloo at a tiny size, so this never rots, but there the two variants are
+the same transport and the ratio measures the machine's drift, not a link.
 
     python -m snippets run nvlink_vs_pcie     # both variants: all GPUs, or 2 CPU ranks
+    python -m snippets run nvlink_vs_pcie --rounds 6 --iters 20
     NCCL_P2P_DISABLE=1 torchrun --nproc-per-node 8 -m snippets run nvlink_vs_pcie
 """
 
@@ -20,6 +24,8 @@ from __future__ import annotations
 import argparse
 import copy
 import os
+import statistics
+import textwrap
 from dataclasses import asdict
 from typing import NamedTuple
 
@@ -27,6 +33,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from snippets.core.claims import FASTER, SLOWER, Spread, verdict
 from snippets.core.cli import main_entry, positive_int
 from snippets.core.measure import time_it
 from snippets.core.runtime import Spec, device, gpu_count, launch, print0
@@ -137,9 +144,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--iters",
         type=positive_int,
-        default=5,
+        default=10,
         metavar="N",
-        help="timed steps per variant (median kept)",
+        help="timed steps per launch (median kept; default 10)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=positive_int,
+        default=4,
+        metavar="R",
+        help="launches of each variant, taking turns (default 4)",
     )
 
 
@@ -151,7 +165,31 @@ def _describe(work: Workload) -> str:
     )
 
 
-def main(size: str = "auto", iters: int = 5) -> dict:
+# --8<-- [start:verdict]
+def ratio_sentence(ratios: list[float], backend: str) -> str:
+    """What this run's paired ratios (P2P off ÷ P2P on, one per round) say: a ranking
+    only where their whole IQR lies on one side of 1."""
+    spread = Spread.of(ratios)
+    said = {  # verdict: "faster" where the whole IQR lies above 1
+        FASTER: "P2P off was slower: the whole IQR lies above 1",
+        SLOWER: "P2P off was faster: the whole IQR lies below 1",
+    }.get(verdict(spread), "not separated: the IQR reaches 1")
+    line = (
+        f"P2P off ÷ P2P on, round by round: {spread.text()} (median [IQR] of "
+        f"{len(ratios)} rounds); {said}."
+    )
+    if backend != "nccl":
+        line += (
+            f" On {backend} the variable changes nothing, so whatever this shows is "
+            "the machine's drift between launches, not a link."
+        )
+    return line
+
+
+# --8<-- [end:verdict]
+
+
+def main(size: str = "auto", iters: int = 10, rounds: int = 4) -> dict:
     if dist.is_initialized():  # torchrun or -n N: the variable was fixed before us
         on_gpu = dist.get_backend() == "nccl"
         work = SIZES[("small" if on_gpu else "tiny") if size == "auto" else size]
@@ -166,38 +204,38 @@ def main(size: str = "auto", iters: int = 5) -> dict:
     gpus = gpu_count()
     ranks, backend = (gpus, "nccl") if gpus >= 2 else (2, "gloo")
     work = SIZES[("small" if backend == "nccl" else "tiny") if size == "auto" else size]
-    rows = [run_variant(flag, work, ranks, backend, iters) for flag in ("0", "1")]
-    ratio = rows[1]["step_s"] / rows[0]["step_s"]
-    for row, name in zip(rows, ("P2P on ", "P2P off")):
-        row["variant"] = name.strip()
-        print0(
-            f"{name} (NCCL_P2P_DISABLE={row['NCCL_P2P_DISABLE']}): "
-            f"{row['step_s'] * 1e3:8.2f} ms/step"
-        )
-    print0(f"{_describe(work)}: {rows[0]['params']:,} parameters")
-    print0(
-        f"{ranks} ranks on {backend}; DDP gradients = full-batch gradients in both ✓"
-    )
-    print0(f"P2P off ÷ P2P on = {ratio:.2f}")
-    if backend == "gloo":
-        print0("(gloo on a CPU: NCCL_P2P_DISABLE changes nothing here, both variants")
-        print0(" are the same transport, so this ratio is noise, not a result)")
-    table = [
+    seconds: dict[str, list[float]] = {"0": [], "1": []}
+    for r in range(rounds):  # on off, off on, on off …: neither always goes first
+        for flag in ("0", "1") if r % 2 == 0 else ("1", "0"):
+            got = run_variant(flag, work, ranks, backend, iters)
+            seconds[flag].append(got["step_s"])
+    ratios = [off / on for on, off in zip(seconds["0"], seconds["1"])]
+    params = work.model.num_params()
+    rows = [
         {
-            "variant": r["variant"],
-            "NCCL_P2P_DISABLE": r["NCCL_P2P_DISABLE"],
-            "backend": r["backend"],
-            "ranks": r["ranks"],
-            "parameters": r["params"],
-            "ms/step": r["step_s"] * 1e3,
-            "÷ P2P on": r["step_s"] / rows[0]["step_s"],
+            "variant": name,
+            "NCCL_P2P_DISABLE": flag,
+            "backend": backend,
+            "ranks": ranks,
+            "parameters": params,
+            "ms/step, median [IQR] of launches": Spread.of(seconds[flag]).text(3, 1e3),
         }
-        for r in rows
+        for flag, name in (("0", "P2P on"), ("1", "P2P off"))
     ]
+    for row in rows:
+        print0(
+            f"{row['variant']:7} ms/step: {row['ms/step, median [IQR] of launches']}"
+        )
+    print0(f"{_describe(work)}: {params:,} parameters, {rounds} launches each")
+    print0(f"{ranks} ranks on {backend}; DDP gradients = full-batch gradients in all ✓")
+    sentence = ratio_sentence(ratios, backend)
+    print0(textwrap.fill(sentence, 88, subsequent_indent="  "))
     return {
-        "tables": {"steps": table},
-        "runs": rows,
-        "ratio_off_over_on": ratio,
+        "tables": {"steps": rows},
+        "markdown": {"verdict": sentence},
+        "seconds": seconds,
+        "ratios": ratios,
+        "ratio_off_over_on": statistics.median(ratios),
         "config": {**asdict(work.model), "batch": work.batch},
         "backend": backend,
         "provenance": {"backend": backend, "world_size": ranks},

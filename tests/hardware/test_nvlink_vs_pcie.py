@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import os
+import statistics
 import subprocess
 import sys
 
@@ -12,8 +13,15 @@ import pytest
 import torch
 import torch.distributed as dist
 
+import snippets.hardware.nvlink_vs_pcie as N
 from snippets.core.runtime import launch
-from snippets.hardware.nvlink_vs_pcie import SIZES, Workload, ddp_step_seconds, main
+from snippets.hardware.nvlink_vs_pcie import (
+    SIZES,
+    Workload,
+    ddp_step_seconds,
+    main,
+    ratio_sentence,
+)
 from snippets.models.tiny_gpt import GPT, GPTConfig
 
 ODD = Workload(GPTConfig(37, 7, 1, n_head=3, n_embd=24), batch=3)
@@ -49,20 +57,50 @@ def test_ddp_matches_full_batch_three_ranks() -> None:
     assert len({o["step_s"] for o in outs}) == 1  # every rank reports the slowest's
 
 
-def test_both_variants_and_their_environment(capsys) -> None:
+def test_both_variants_take_turns_in_their_own_environment(capsys) -> None:
     before = os.environ.get("NCCL_P2P_DISABLE")
-    out = main(size="tiny", iters=2)
-    runs = out["runs"]
-    assert [r["NCCL_P2P_DISABLE"] for r in runs] == ["0", "1"]  # read in the ranks
+    out = main(size="tiny", iters=2, rounds=3)
     assert os.environ.get("NCCL_P2P_DISABLE") == before  # the parent's is put back
-    assert out["ratio_off_over_on"] == pytest.approx(
-        runs[1]["step_s"] / runs[0]["step_s"]
-    )
-    assert runs[0]["params"] == SIZES["tiny"].model.num_params()
+    assert [len(out["seconds"][f]) for f in ("0", "1")] == [3, 3]
+    rows = out["tables"]["steps"]
+    assert [r["NCCL_P2P_DISABLE"] for r in rows] == ["0", "1"]
+    assert rows[0]["parameters"] == SIZES["tiny"].model.num_params()
+    on, off = out["seconds"]["0"], out["seconds"]["1"]
+    assert out["ratios"] == [b / a for a, b in zip(on, off)]  # paired by round
+    assert out["ratio_off_over_on"] == statistics.median(out["ratios"])
     printed = capsys.readouterr().out
     assert max(len(line) for line in printed.splitlines()) <= 88
     if out["backend"] == "gloo":
-        assert "ratio is noise" in printed
+        assert "not a link" in out["markdown"]["verdict"]
+
+
+def _variant_seen(flag: str, *_: object) -> dict:
+    # stands in for a launch: what the ranks would see, in the order they ran
+    ORDER.append(flag)
+    return {"step_s": 1.0 + len(ORDER), "NCCL_P2P_DISABLE": flag}
+
+
+ORDER: list[str] = []
+
+
+def test_the_variants_alternate_so_neither_always_goes_first(monkeypatch) -> None:
+    monkeypatch.setattr(N, "run_variant", _variant_seen)
+    ORDER.clear()
+    main(size="tiny", iters=1, rounds=4)
+    assert ORDER == ["0", "1", "1", "0", "0", "1", "1", "0"]
+
+
+@pytest.mark.parametrize(
+    "ratios, says",
+    [([1.2, 1.3, 1.25, 1.4], "P2P off was slower"),
+     ([0.7, 0.8, 0.75, 0.9], "P2P off was faster"),
+     ([0.9, 1.1, 1.0, 1.3], "not separated"),
+     ([0.9, 1.0, 1.1, 1.2, 1.3], "not separated")],  # an IQR touching 1: nothing
+)  # fmt: skip
+def test_the_sentence_ranks_only_what_the_iqr_separates(ratios, says) -> None:
+    line = ratio_sentence(ratios, "nccl")
+    assert says in line and "not a link" not in line
+    assert f"{statistics.median(ratios):.2f}" in line
 
 
 def test_the_small_size_is_the_one_the_note_describes() -> None:
@@ -74,7 +112,7 @@ def test_the_small_size_is_the_one_the_note_describes() -> None:
 @pytest.mark.parametrize(
     "argv, says",
     [(["--iters", "0"], "--iters"), (["--iters", "x"], "--iters"),
-     (["--size", "huge"], "--size")],
+     (["--rounds", "0"], "--rounds"), (["--size", "huge"], "--size")],
 )  # fmt: skip
 def test_bad_options_are_one_line_and_exit_2(argv: list[str], says: str) -> None:
     proc = subprocess.run(
@@ -91,5 +129,5 @@ def test_bad_options_are_one_line_and_exit_2(argv: list[str], says: str) -> None
 @pytest.mark.gpu
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 or more CUDA GPUs")
 def test_nccl_variants_on_gpus() -> None:
-    out = main(size="tiny", iters=2)
+    out = main(size="tiny", iters=2, rounds=2)
     assert out["backend"] == "nccl" and out["ratio_off_over_on"] > 0

@@ -47,3 +47,12 @@ def test_a_real_run_is_drawn_as_its_plan(name, m, v) -> None:
         total = sum(s["end"] - s["start"] for s in drawn if s["lane"] == lane)
         assert total == pytest.approx(makespan)
     assert {s["kind"] for s in drawn} == {"F", "B", "W", "bubble"}
+
+
+def test_the_gap_sentence_counts_the_runs_above_their_formula() -> None:
+    runs = [
+        {"bubble": b, "formula": f} for b, f in [(0.5, 0.2), (0.1, 0.2), (0.3, 0.3)]
+    ]
+    line = ex.gap_sentence(runs)
+    assert line.startswith("1 of 3 executed bubbles came out above")
+    assert "from -0.10 to +0.30" in line and "(median +0.00)" in line

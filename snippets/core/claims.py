@@ -69,6 +69,25 @@ def verdict(ratio: Spread, one: float = 1.0) -> str:
 # --8<-- [end:rule]
 
 
+# --8<-- [start:ratio]
+def ratio_sentence(ratios: Sequence[float], name: str, above: str, below: str) -> str:
+    """A paired ratio, one per round, as the note says it: median, IQR, and ``above``
+    or ``below`` only where the whole IQR lies on that side of 1."""
+    spread = Spread.of(ratios)
+    side = verdict(spread)  # FASTER: the whole IQR lies above 1
+    said = (
+        f"{above}: the whole IQR lies above 1"
+        if side == FASTER
+        else f"{below}: the whole IQR lies below 1"
+        if side == SLOWER
+        else "not separated: the IQR reaches 1"
+    )
+    return f"{name}: {spread.text()} (median [IQR] of {len(ratios)} rounds); {said}."
+
+
+# --8<-- [end:ratio]
+
+
 class ClaimFailed(AssertionError):
     """A sentence a note states that this run contradicts."""
 

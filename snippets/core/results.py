@@ -26,6 +26,7 @@ import json
 import os
 import platform
 import subprocess
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -160,6 +161,13 @@ def chart_html(spec: dict[str, Any]) -> str:
         "</details>\n"
         "</figure>\n"
     )
+
+
+def admonition(kind: str, title: str, text: str) -> str:
+    """A Markdown admonition box (``!!! kind "title"``) around ``text``, for a
+    sentence a snippet renders from its own run, such as what ran and where."""
+    body = textwrap.fill(" ".join(text.split()), 84, break_on_hyphens=False)
+    return f'!!! {kind} "{title}"\n' + textwrap.indent(body, "    ") + "\n"
 
 
 def provenance_line(p: dict[str, Any]) -> str:

@@ -8,14 +8,11 @@ the variable, then spawns, and the ranks inherit it.
 
 The model is the shared GPT (``snippets.models.tiny_gpt``). Before timing, each variant
 checks that DDP's averaged gradients equal the gradients of one unsplit model on the
-whole batch (the oracle). The variants take turns, on off off on on off …, one fresh
-launch each, so a machine that gets busier halfway through slows both alike; the ratio
-is taken per round and reported as its median and interquartile range. On a CPU both
-variants run gloo at a tiny size, so this never rots, but there the two variants are
-the same transport and the ratio measures the machine's drift, not a link.
+whole batch (the oracle). The variants take turns, one fresh launch each; the ratio is
+taken per round. On a CPU both run gloo at a tiny size, so this never rots, but there
+they are the same transport and the ratio measures the machine's drift, not a link.
 
-    python -m snippets run nvlink_vs_pcie     # both variants: all GPUs, or 2 CPU ranks
-    python -m snippets run nvlink_vs_pcie --rounds 6 --iters 20
+    python -m snippets run nvlink_vs_pcie --rounds 6   # both: all GPUs, or 2 CPU ranks
     NCCL_P2P_DISABLE=1 torchrun --nproc-per-node 8 -m snippets run nvlink_vs_pcie
 """
 
@@ -33,10 +30,18 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from snippets.core.claims import FASTER, SLOWER, Spread, verdict
+from snippets.core.claims import Spread, ratio_sentence
 from snippets.core.cli import main_entry, positive_int
 from snippets.core.measure import time_it
-from snippets.core.runtime import Spec, device, gpu_count, launch, print0
+from snippets.core.results import admonition
+from snippets.core.runtime import (
+    Spec,
+    describe_device,
+    device,
+    gpu_count,
+    launch,
+    print0,
+)
 from snippets.models.tiny_gpt import GPT, GPTConfig
 
 SPEC = Spec(
@@ -165,28 +170,20 @@ def _describe(work: Workload) -> str:
     )
 
 
-# --8<-- [start:verdict]
-def ratio_sentence(ratios: list[float], backend: str) -> str:
-    """What this run's paired ratios (P2P off ÷ P2P on, one per round) say: a ranking
-    only where their whole IQR lies on one side of 1."""
-    spread = Spread.of(ratios)
-    said = {  # verdict: "faster" where the whole IQR lies above 1
-        FASTER: "P2P off was slower: the whole IQR lies above 1",
-        SLOWER: "P2P off was faster: the whole IQR lies below 1",
-    }.get(verdict(spread), "not separated: the IQR reaches 1")
-    line = (
-        f"P2P off ÷ P2P on, round by round: {spread.text()} (median [IQR] of "
-        f"{len(ratios)} rounds); {said}."
-    )
-    if backend != "nccl":
-        line += (
-            f" On {backend} the variable changes nothing, so whatever this shows is "
-            "the machine's drift between launches, not a link."
-        )
-    return line
+DRIFT = (
+    " On {} the variable changes nothing: this is drift between launches, not a link."
+)
 
 
-# --8<-- [end:verdict]
+def where(size: str, ranks: int, backend: str, on: str) -> str:
+    """The page's opening box: what this run was, and on what (``on``)."""
+    ours = f"Our run on this page is the `{size}` model on {ranks}"
+    theirs = "[someone else's](#someone-elses-measurement), on their machine"
+    return admonition("info", "What ran, and where", f"{ours} GPUs ({on}) over NCCL, "
+        f"the two variants taking turns. The other numbers are {theirs}."
+        if backend == "nccl" else f"{ours} {backend} ranks on {on}, with no GPU: it "
+        "checks the code, and its two variants are the same program, run in turns. "
+        f"The only NVLink numbers on this page are {theirs}.")  # fmt: skip
 
 
 def main(size: str = "auto", iters: int = 10, rounds: int = 4) -> dict:
@@ -203,7 +200,8 @@ def main(size: str = "auto", iters: int = 10, rounds: int = 4) -> dict:
         return {"tables": {"steps": [got]}}
     gpus = gpu_count()
     ranks, backend = (gpus, "nccl") if gpus >= 2 else (2, "gloo")
-    work = SIZES[("small" if backend == "nccl" else "tiny") if size == "auto" else size]
+    name = ("small" if backend == "nccl" else "tiny") if size == "auto" else size
+    work = SIZES[name]
     seconds: dict[str, list[float]] = {"0": [], "1": []}
     for r in range(rounds):  # on off, off on, on off …: neither always goes first
         for flag in ("0", "1") if r % 2 == 0 else ("1", "0"):
@@ -213,14 +211,14 @@ def main(size: str = "auto", iters: int = 10, rounds: int = 4) -> dict:
     params = work.model.num_params()
     rows = [
         {
-            "variant": name,
+            "variant": variant,
             "NCCL_P2P_DISABLE": flag,
             "backend": backend,
             "ranks": ranks,
             "parameters": params,
             "ms/step, median [IQR] of launches": Spread.of(seconds[flag]).text(3, 1e3),
         }
-        for flag, name in (("0", "P2P on"), ("1", "P2P off"))
+        for flag, variant in (("0", "P2P on"), ("1", "P2P off"))
     ]
     for row in rows:
         print0(
@@ -228,11 +226,16 @@ def main(size: str = "auto", iters: int = 10, rounds: int = 4) -> dict:
         )
     print0(f"{_describe(work)}: {params:,} parameters, {rounds} launches each")
     print0(f"{ranks} ranks on {backend}; DDP gradients = full-batch gradients in all ✓")
-    sentence = ratio_sentence(ratios, backend)
+    said = [f"P2P off was {w}" for w in ("slower", "faster")]
+    sentence = ratio_sentence(ratios, "P2P off ÷ P2P on", *said)
+    sentence += "" if backend == "nccl" else DRIFT.format(backend)
     print0(textwrap.fill(sentence, 88, subsequent_indent="  "))
     return {
         "tables": {"steps": rows},
-        "markdown": {"verdict": sentence},
+        "markdown": {
+            "verdict": sentence,
+            "where": where(name, ranks, backend, describe_device(backend)),
+        },
         "seconds": seconds,
         "ratios": ratios,
         "ratio_off_over_on": statistics.median(ratios),

@@ -23,7 +23,8 @@ from snippets.comm.ping_pong import ping_pong
 from snippets.core.charts import heatmap
 from snippets.core.cli import main_entry, positive_float, positive_int
 from snippets.core.measure import time_it
-from snippets.core.runtime import Spec, device, print0
+from snippets.core.results import admonition
+from snippets.core.runtime import Spec, describe_device, device, print0
 
 SPEC = Spec(
     timed=True,  # it measures time: run-all runs it alone
@@ -104,6 +105,23 @@ def copy_gbps(
 # --8<-- [end:copy]
 
 
+def where(backend: str, p: int, on: str, copies: bool) -> str:
+    """The page's opening box, from this run: what ran, on what (``on``), and whether
+    any device copy did."""
+    if backend == "nccl":
+        text = f"The run on this page is {p} GPUs ({on}), NCCL send/recv between them."
+    else:
+        text = (
+            f"The run on this page is {p} {backend} ranks on {on}, talking over the "
+            "loopback interface: it shows the code works and says nothing about GPUs. "
+            "Every pair goes through the same loopback device, so whatever spread "
+            "between pairs it shows is the scheduler's, not topology."
+        )
+    if not copies:
+        text += " There was no GPU, so no device copy ran: the copy table says so."
+    return admonition("info", "What ran, and where", text)
+
+
 def main(size_mib: float | None = None, iters: int = 5) -> dict:
     rank, p, dev = dist.get_rank(), dist.get_world_size(), device()
     transport = (
@@ -182,7 +200,13 @@ def main(size_mib: float | None = None, iters: int = 5) -> dict:
         f" GB/s, {min(t for _, t in pairs):.0f}–{max(t for _, t in pairs):.0f} µs"
     )
     print0("every payload arrived intact ✓")
+    backend = dist.get_backend()
     return {
+        "markdown": {
+            "where": where(
+                backend, p, describe_device(backend), torch.cuda.is_available()
+            )
+        },
         "tables": {"pairs": rows, "device_copy": copies},
         "figures": {
             "bandwidth": heatmap(

@@ -56,3 +56,16 @@ def test_a_claim_renders_and_a_contradicting_result_fails_naming_it():
     other = c.Claim("{b} is slower", lambda r: r["tb"] > r["ta"])
     with pytest.raises(c.ClaimFailed, match="2 claim.*beats.*slower"):
         c.check([beats, other], data | {"ta": 3.0})
+
+
+@pytest.mark.parametrize(
+    "ratios, says",
+    [([1.2, 1.3, 1.25, 1.4], "up: the whole IQR lies above 1"),
+     ([0.7, 0.8, 0.75, 0.9], "down: the whole IQR lies below 1"),
+     ([0.9, 1.1, 1.0, 1.3], "not separated: the IQR reaches 1"),
+     ([0.9, 1.0, 1.1, 1.2, 1.3], "not separated: the IQR reaches 1")],  # touching
+)  # fmt: skip
+def test_a_paired_ratio_is_ranked_only_where_its_iqr_is_off_1(ratios, says) -> None:
+    line = c.ratio_sentence(ratios, "a ÷ b", "up", "down")
+    assert line.startswith(f"a ÷ b: {c.Spread.of(ratios).text()} (median [IQR] of ")
+    assert line.endswith(f"{len(ratios)} rounds); {says}.")

@@ -126,3 +126,11 @@ def test_the_results_folder_is_the_one_run_all_names_else_the_repos(
     assert results.results_folder() == REPO_DIR / "results"
     monkeypatch.setenv(results.RESULTS_ENV, str(tmp_path))
     assert results.results_folder() == tmp_path
+
+
+def test_an_admonition_indents_its_text_under_the_title_within_88_columns() -> None:
+    box = results.admonition("info", "What ran", "word " * 60 + "end")
+    first, *body = box.rstrip("\n").split("\n")
+    assert first == '!!! info "What ran"' and len(body) > 2
+    assert all(line.startswith("    ") and len(line) <= 88 for line in body)
+    assert " ".join(line.strip() for line in body) == ("word " * 60 + "end")

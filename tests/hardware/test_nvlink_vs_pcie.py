@@ -20,7 +20,6 @@ from snippets.hardware.nvlink_vs_pcie import (
     Workload,
     ddp_step_seconds,
     main,
-    ratio_sentence,
 )
 from snippets.models.tiny_gpt import GPT, GPTConfig
 
@@ -70,8 +69,11 @@ def test_both_variants_take_turns_in_their_own_environment(capsys) -> None:
     assert out["ratio_off_over_on"] == statistics.median(out["ratios"])
     printed = capsys.readouterr().out
     assert max(len(line) for line in printed.splitlines()) <= 88
+    verdict = out["markdown"]["verdict"]
+    assert f"{statistics.median(out['ratios']):.2f} [" in verdict
     if out["backend"] == "gloo":
-        assert "not a link" in out["markdown"]["verdict"]
+        where = " ".join(out["markdown"]["where"].split())
+        assert "not a link" in verdict and "with no GPU" in where
 
 
 def _variant_seen(flag: str, *_: object) -> dict:
@@ -90,17 +92,13 @@ def test_the_variants_alternate_so_neither_always_goes_first(monkeypatch) -> Non
     assert ORDER == ["0", "1", "1", "0", "0", "1", "1", "0"]
 
 
-@pytest.mark.parametrize(
-    "ratios, says",
-    [([1.2, 1.3, 1.25, 1.4], "P2P off was slower"),
-     ([0.7, 0.8, 0.75, 0.9], "P2P off was faster"),
-     ([0.9, 1.1, 1.0, 1.3], "not separated"),
-     ([0.9, 1.0, 1.1, 1.2, 1.3], "not separated")],  # an IQR touching 1: nothing
-)  # fmt: skip
-def test_the_sentence_ranks_only_what_the_iqr_separates(ratios, says) -> None:
-    line = ratio_sentence(ratios, "nccl")
-    assert says in line and "not a link" not in line
-    assert f"{statistics.median(ratios):.2f}" in line
+def test_the_opening_box_says_what_ran_on_either_backend() -> None:
+    cpu = " ".join(N.where("tiny", 2, "gloo", "a CPU").split())
+    gpu = " ".join(N.where("small", 8, "nccl", "8× H100").split())
+    assert cpu.startswith('!!! info "What ran, and where" Our run')
+    assert "2 gloo ranks" in cpu and "with no GPU" in cpu and "`tiny`" in cpu
+    assert "8 GPUs (8× H100)" in gpu and "NCCL" in gpu and "no GPU" not in gpu
+    assert all("#someone-elses-measurement" in box for box in (cpu, gpu))
 
 
 def test_the_small_size_is_the_one_the_note_describes() -> None:

@@ -13,7 +13,12 @@ import torch.distributed as dist
 
 from snippets.core import charts
 from snippets.core.runtime import launch
-from snippets.hardware.p2p_bandwidth import device_copy_gbps, main, send_recv_seconds
+from snippets.hardware.p2p_bandwidth import (
+    device_copy_gbps,
+    main,
+    send_recv_seconds,
+    where,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -33,6 +38,7 @@ def _ranks_check(numel: int) -> dict:
             )
         assert seconds > 0
     out = main(size_mib=numel * 4 / 2**20, iters=2)
+    assert f"{p} gloo ranks" in " ".join(out["markdown"]["where"].split())
     return out
 
 
@@ -52,6 +58,16 @@ def test_every_pair_three_ranks_odd_length() -> None:
         assert {c["value"] for c in cells} == {
             r["GB/s" if fig == "bandwidth" else "latency (µs)"] for r in rows
         }
+
+
+def test_the_opening_box_says_what_ran_and_whether_copies_did() -> None:
+    cpu = " ".join(where("gloo", 4, "a CPU", copies=False).split())
+    gpu = " ".join(where("nccl", 8, "8× H100", copies=True).split())
+    assert cpu.startswith('!!! info "What ran, and where" The run')
+    assert "4 gloo ranks" in cpu and "loopback" in cpu and "no device copy ran" in cpu
+    assert "8 GPUs (8× H100)" in gpu and "NCCL send/recv" in gpu
+    assert "loopback" not in gpu and "no device copy" not in gpu
+    assert "no device copy" not in where("gloo", 2, "a GPU box", copies=True)
 
 
 @pytest.mark.parametrize(

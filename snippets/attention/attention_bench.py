@@ -9,13 +9,12 @@ with ``--tflops``, the forward's TFLOP/s beside SDPA's flash backend on a GPU
         [--dtype fp32|fp16|bf16] [--device auto|cpu|cuda] [--block-q BQ]
         [--block-k BK] [--threads T] [--tflops] [--json]
 
-``time_vs_sdpa`` is time ÷ SDPA's time at the same N, ``memory_vs_naive`` is peak ÷
+``time_vs_sdpa`` is time ÷ SDPA's time at the same N (``time_vs_sdpa_rounds``: the
+median and quartiles of that ratio round by round), ``memory_vs_naive`` is peak ÷
 the naive version's peak. ``--json`` prints one record per (implementation, N).
 ``--tflops`` defaults to B=4 H=16 d=128 bf16, N = 4096, 8192, 16384, causal and not,
 7 repeats; it needs a CUDA GPU and Triton, and says so (exit 2) without them.
-
-As a snippet (``python -m snippets run attention_bench``) it runs a small, fast sweep
-and writes the table and two charts to results/.
+As a snippet (``run attention_bench``) it runs a small sweep into results/.
 """
 
 from __future__ import annotations
@@ -25,10 +24,11 @@ import json
 import torch
 
 from snippets.attention import attention_tflops as tf
-from snippets.attention.attention_timing import IMPLS, implementations, sweep
+from snippets.attention.attention_timing import IMPLS, ROUNDS, implementations, sweep
 from snippets.attention.flash_attention import head_dim
 from snippets.attention.triton_support import COMPILED
 from snippets.core.charts import line_chart
+from snippets.core.claims import Spread
 from snippets.core.cli import OneLineParser, guarded, main_entry, positive_int
 from snippets.core.runtime import Spec, UsageError, print0
 
@@ -208,7 +208,7 @@ def main() -> dict:
     torch.set_num_threads(1)
     try:
         print0(f"attention fwd+bwd, B=1 H=1 d=64 fp32 on {dev.type} (1 thread),")
-        print0("median of 3; each checked against SDPA first")
+        print0(f"median of {ROUNDS}; each checked against SDPA first")
         print0(HEADER)
         records = sweep(
             seq_lens, impls, device=dev, emit=lambda r: print0(format_row(r))
@@ -236,7 +236,7 @@ def main() -> dict:
             "impl": r["impl"],
             "fwd+bwd (ms)": r["time_s"] * 1e3,
             "peak (MiB)": r["peak_bytes"] / 2**20,
-            "time ÷ SDPA": r["time_vs_sdpa"],
+            "time ÷ SDPA [IQR]": Spread(*r["time_vs_sdpa_rounds"]).text(),
             "memory ÷ naive": r["memory_vs_naive"],
         }
         for r in records

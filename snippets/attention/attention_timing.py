@@ -27,9 +27,11 @@ import torch.nn.functional as F
 
 from snippets.attention.flash_attention import flash_attention
 from snippets.attention.flash_attention_triton import flash_attention_triton
+from snippets.core.claims import Spread
 from snippets.core.measure import peak_memory_bytes, time_it
 
 IMPLS = ("naive", "flash", "sdpa", "triton")
+ROUNDS = 5  # a sweep's default: timed calls of each implementation per N, in turns
 Attention = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, bool], torch.Tensor]
 
 
@@ -151,6 +153,9 @@ def measure(
     by = {r["impl"]: r for r in records}
     for r in records:
         r["time_vs_sdpa"] = r["time_s"] / by["sdpa"]["time_s"] if "sdpa" in by else None
+        # the same ratio round by round (both timed in that round), for its spread
+        paired = [a / b for a, b in zip(times[r["impl"]], times.get("sdpa", []))]
+        r["time_vs_sdpa_rounds"] = list(Spread.of(paired)) if paired else None
         r["memory_vs_naive"] = (
             r["peak_bytes"] / by["naive"]["peak_bytes"] if "naive" in by else None
         )
@@ -185,7 +190,7 @@ def sweep(
     causal: bool = False,
     dtype: torch.dtype = torch.float32,
     device: torch.device = torch.device("cpu"),
-    iters: int = 3,
+    iters: int = ROUNDS,
     emit: Callable[[dict], None] | None = None,
 ) -> list[dict]:
     """Measure every implementation at every N; the naive one is left out where its

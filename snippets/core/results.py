@@ -156,7 +156,8 @@ def chart_html(spec: dict[str, Any]) -> str:
         '<div class="cp-chart__view"></div>\n'
         f'<script type="application/json" class="cp-chart__spec">{inline}</script>\n'
         f"<figcaption>{caption}</figcaption>\n"
-        '<details class="cp-chart__data"><summary>The numbers</summary>\n'
+        '<details class="cp-chart__data" data-search-exclude="chart data">'
+        "<summary>The numbers</summary>\n"
         f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>\n"
         "</details>\n"
         "</figure>\n"

@@ -65,6 +65,9 @@ def test_measure_times_alternately_and_records_ratios(monkeypatch):
     by = {r["impl"]: r for r in records}
     assert [by[n]["time_s"] for n in ("naive", "sdpa", "flash")] == [3.0, 1.0, 2.0]
     assert by["flash"]["time_vs_sdpa"] == 2.0 and by["sdpa"]["time_vs_sdpa"] == 1.0
+    # round by round flash ÷ sdpa is 2, 4, 2: median 2, quartiles 2 and 3
+    assert by["flash"]["time_vs_sdpa_rounds"] == [2.0, 2.0, 3.0]
+    assert by["naive"]["time_vs_sdpa_rounds"] == [3.0, 3.0, 4.5]
     assert by["naive"]["tflops"] == at.attention_flops(1, 1, 20, 32, True) / 3 / 1e12
 
 

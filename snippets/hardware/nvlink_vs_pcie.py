@@ -156,9 +156,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--rounds",
         type=positive_int,
-        default=4,
+        default=8,
         metavar="R",
-        help="launches of each variant, taking turns (default 4)",
+        help="launches of each variant, taking turns (default 8)",
     )
 
 
@@ -186,7 +186,7 @@ def where(size: str, ranks: int, backend: str, on: str) -> str:
         f"The only NVLink numbers on this page are {theirs}.")  # fmt: skip
 
 
-def main(size: str = "auto", iters: int = 10, rounds: int = 4) -> dict:
+def main(size: str = "auto", iters: int = 10, rounds: int = 8) -> dict:
     if dist.is_initialized():  # torchrun or -n N: the variable was fixed before us
         on_gpu = dist.get_backend() == "nccl"
         work = SIZES[("small" if on_gpu else "tiny") if size == "auto" else size]

@@ -1,7 +1,7 @@
 """Where our ring all-reduce's time goes, beside gloo's own, at one large size.
 
 The target of the benchmark: our ring at 64 MiB on 2 ranks reaches at least 0.9× the
-bus bandwidth of gloo's ``all_reduce``. Wall time on a shared 2-core machine swings by
+bus bandwidth of gloo's ``all_reduce``. Wall time on a shared, small machine swings by
 tens of percent from run to run, so beside the paired wall-time ratio this records,
 for each of the two, what a rank spends per call that the load barely moves: the CPU
 seconds of each of its threads (Linux's per-thread clocks) and its voluntary context

@@ -126,8 +126,14 @@ def series_rss(whole: str, series: str, title: str, self_url: str) -> str:
 
 def settle(rss: str) -> str:
     """No image element without an image (the template writes ``<url>None</url>``),
-    and the channel dated by its newest note rather than by the build."""
+    the author as ``dc:creator`` where it is a name (RSS 2.0's ``managingEditor`` is an
+    email address), and the channel dated by its newest note, not by the build."""
     rss = re.sub(r"\s*<image>\s*<url>None</url>.*?</image>", "", rss, flags=re.S)
+    rss = re.sub(
+        r"<managingEditor>([^<@]*)</managingEditor>",
+        r"<dc:creator>\1</dc:creator>",
+        rss,
+    )
     dates = [
         parsedate_to_datetime(d)
         for item in ITEM.findall(rss)

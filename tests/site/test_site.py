@@ -78,6 +78,10 @@ def test_rss_feeds_parse_with_one_entry_per_note(built_site: Path, feed: str) ->
             f"{entry.title}: date not from the note"
         )
         assert entry.id and entry.link and entry.summary
+    # RSS 2.0's managingEditor is an email address; a name goes in dc:creator
+    channel = (built_site / feed).read_text(encoding="utf-8").split("<item>")[0]
+    assert "<managingEditor>" not in channel or "@" in channel
+    assert parsed.feed.author == "The Commonplace authors"
 
 
 def test_json_feed_has_one_item_per_note(built_site: Path) -> None:

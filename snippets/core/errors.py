@@ -21,7 +21,9 @@ class RankError(RuntimeError):
         cause: str,
         remote_traceback: str = "",
         usage: str | None = None,
+        at_rendezvous: bool = False,
     ):
         super().__init__(f"rank {rank} failed: {cause}")
         self.rank, self.cause, self.remote_traceback = rank, cause, remote_traceback
         self.usage = usage  # the message, when the rank refused bad input (UsageError)
+        self.at_rendezvous = at_rendezvous  # it failed joining the group, before fn

@@ -29,7 +29,8 @@ def first_cause(
 ) -> tuple[int, tuple]:
     """(rank, payload) of the failure to report, given the first error off the queue:
     that one unless it is an echo and a rank with a real cause reports within
-    ``wait_s``. ``payload`` is (one line, traceback, usage), as a rank reports it."""
+    ``wait_s``. ``payload`` is (one line, traceback, usage, at rendezvous), as a rank
+    reports it."""
     deadline = time.monotonic() + wait_s
     while is_echo(payload[0]):
         left = deadline - time.monotonic()

@@ -93,9 +93,7 @@ def _exit_with_parent(launcher_pid: int) -> None:
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process now holds the number
+    except (ProcessLookupError, PermissionError):  # gone, or its number reused
         return False
     return True
 
@@ -148,13 +146,15 @@ def _child(
     _take_over(env, streams)
     _exit_with_parent(launcher_pid)
     os.environ["LOCAL_WORLD_SIZE"] = str(world_size)
-    status, payload = "ok", None
+    status, payload, met = "ok", None, False
     try:
         join_group(backend, timeout_s, rank, world_size, store_dir)
+        met = True  # past the rendezvous: a failure from here on is fn's
         payload = fn(*args)
     except BaseException as exc:  # anything, KeyboardInterrupt included
         usage = str(exc) if isinstance(exc, UsageError) else None
-        status, payload = "error", (_one_line(exc), traceback.format_exc(), usage)
+        payload = (_one_line(exc), traceback.format_exc(), usage, not met)
+        status = "error"
     # Report before leaving the group: once this rank's connections close its peers fail
     # too, and the parent must hear the first cause, not its echoes.
     results.put((rank, status, payload))

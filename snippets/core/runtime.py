@@ -144,7 +144,9 @@ def launch(
     result.
 
     Under torchrun only this process's rank runs here, so the list has one entry.
-    ``fn`` must live in an importable module (spawned ranks import it by name).
+    ``fn`` must live in an importable module (spawned ranks import it by name). Local
+    ranks that fail while they meet, before ``fn`` starts (gloo's loopback connections
+    have been seen to drop then), are launched once more; a second failure is raised.
     """
     if not timeout_s > 0:  # a group without a timeout can hang for ever
         raise UsageError(f"the timeout must be more than 0 seconds, got {timeout_s}")
@@ -157,7 +159,12 @@ def launch(
     if world_size == 1:  # one rank: no need to pay for a second interpreter
         with tempfile.TemporaryDirectory(prefix="commonplace-") as store_dir:
             return [run_rank(fn, args, backend, timeout_s, 0, 1, store_dir)]
-    return spawn(fn, args, world_size, backend, timeout_s)
+    try:
+        return spawn(fn, args, world_size, backend, timeout_s)
+    except RankError as exc:
+        if not exc.at_rendezvous:
+            raise
+    return spawn(fn, args, world_size, backend, timeout_s)  # fresh ranks, fresh store
 
 
 # --8<-- [end:launch]

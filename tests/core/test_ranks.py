@@ -37,3 +37,13 @@ def test_run_rank_destroys_the_group_even_on_error(tmp_path: Path) -> None:
 def test_spawn_two_ranks_in_rank_order() -> None:
     values = ranks.spawn(rank_sum, (), 2, "gloo", 30)
     assert values == [(0, 2, 3.0), (1, 2, 3.0)]  # 1 + 2, by hand
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_a_failure_while_the_ranks_meet_is_told_from_one_in_fn() -> None:
+    with pytest.raises(ranks.RankError) as met:  # NCCL without a GPU: join_group fails
+        ranks.spawn(rank_sum, (), 2, "nccl", 10)
+    assert met.value.at_rendezvous
+    with pytest.raises(ranks.RankError) as ran:
+        ranks.spawn(boom, (), 2, "gloo", 10)
+    assert not ran.value.at_rendezvous and "rank says no" in str(ran.value)

@@ -15,6 +15,7 @@ import torch
 import torch.distributed as dist
 from conftest import REPO, process_children
 
+from snippets.core import runtime
 from snippets.core.cli import guarded
 from snippets.core.runtime import RankError, UsageError, choose_backend, launch
 
@@ -158,3 +159,27 @@ def test_torchrun_runs_a_snippet_unchanged(entry: list[str]) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "world: 2 ranks, backend gloo" in proc.stdout
     assert "all_reduce(rank) = 1" in proc.stdout  # 0 + 1, summed by both ranks
+
+
+@pytest.mark.parametrize(
+    "failures, calls, raises",
+    [([True], 2, False), ([True, True], 2, True), ([False], 1, True)],
+)
+def test_ranks_that_fail_while_meeting_are_launched_once_more(
+    monkeypatch, failures: list[bool], calls: int, raises: bool
+) -> None:
+    seen = []
+
+    def spawn(fn, args, world_size, backend, timeout_s):
+        seen.append(world_size)
+        if len(seen) <= len(failures):
+            raise RankError(1, "Connection closed by peer", at_rendezvous=failures[0])
+        return ["ok"] * world_size
+
+    monkeypatch.setattr(runtime, "spawn", spawn)
+    if raises:
+        with pytest.raises(RankError, match="Connection closed"):
+            launch(rank_and_sum, 2, backend="gloo", timeout_s=10)
+    else:
+        assert launch(rank_and_sum, 2, backend="gloo", timeout_s=10) == ["ok", "ok"]
+    assert seen == [2] * calls

@@ -30,8 +30,20 @@ def time_it(
     device: torch.device | None = None,
     group: dist.ProcessGroup | None = None,
 ) -> float:
-    """Median seconds of ``fn()``. With ``group``, every rank starts each iteration
-    together (a barrier) and the slowest rank's time counts, as nccl-tests does."""
+    """Median seconds of ``fn()`` over ``time_samples``."""
+    return statistics.median(time_samples(fn, warmup, iters, device, group))
+
+
+def time_samples(
+    fn: Callable[[], object],
+    warmup: int = 2,
+    iters: int = 5,
+    device: torch.device | None = None,
+    group: dist.ProcessGroup | None = None,
+) -> list[float]:
+    """Seconds of each of ``iters`` calls of ``fn()``, after ``warmup`` untimed ones.
+    With ``group``, every rank starts each call together (a barrier) and the slowest
+    rank's time counts, as nccl-tests does."""
     for _ in range(warmup):
         fn()
     _sync(device)
@@ -48,7 +60,7 @@ def time_it(
             dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
             elapsed = t.item()
         samples.append(elapsed)
-    return statistics.median(samples)
+    return samples
 
 
 def algbw(size_bytes: int, seconds: float) -> float:

@@ -19,10 +19,11 @@ import argparse
 import torch
 import torch.distributed as dist
 
-from snippets.comm.ping_pong import ping_pong
+from snippets.comm.ping_pong import ping_pong_rounds
 from snippets.core.charts import heatmap
+from snippets.core.claims import Spread
 from snippets.core.cli import main_entry, positive_float, positive_int
-from snippets.core.measure import time_it
+from snippets.core.measure import time_it, time_samples
 from snippets.core.results import admonition
 from snippets.core.runtime import Spec, describe_device, device, print0
 
@@ -50,9 +51,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 # --8<-- [start:pair]
-def send_recv_seconds(src: int, dst: int, buf: torch.Tensor, iters: int = 5) -> float:
-    """Median seconds for ``buf`` to go from rank src to rank dst. Every rank calls
-    this."""
+def send_recv_seconds(
+    src: int, dst: int, buf: torch.Tensor, iters: int = 5
+) -> list[float]:
+    """Seconds for ``buf`` to go from rank src to rank dst, once per iteration. Every
+    rank calls this."""
     rank = dist.get_rank()
 
     def once() -> None:
@@ -62,12 +65,13 @@ def send_recv_seconds(src: int, dst: int, buf: torch.Tensor, iters: int = 5) -> 
             dist.recv(buf, src)
 
     # barrier before, slowest rank's time after
-    return time_it(once, warmup=2, iters=iters, device=buf.device)
+    return time_samples(once, 2, iters, buf.device)
 
 
-def latency_seconds(src: int, dst: int, iters: int = 5) -> float:
-    """Half a round trip of one float32 (4 bytes): the latency of a tiny message."""
-    return ping_pong([4], src, dst, iters=iters)[0]
+def latency_seconds(src: int, dst: int, iters: int = 5) -> list[float]:
+    """Half a round trip of one float32 (4 bytes), once per round: the latency of a
+    tiny message."""
+    return ping_pong_rounds([4], src, dst, iters=iters)[0]
 
 
 # --8<-- [end:pair]
@@ -144,13 +148,14 @@ def main(size_mib: float | None = None, iters: int = 5) -> dict:
             )  # [numel]
             if rank == src:
                 buf.copy_(pattern)
-            seconds = send_recv_seconds(src, dst, buf, iters)
+            seconds = Spread.of(send_recv_seconds(src, dst, buf, iters))
             if rank == dst:  # the payload must arrive intact, or the time means nothing
                 assert torch.equal(buf, pattern), (
                     f"rank {dst} received corrupted data from rank {src}"
                 )
-            bw[src][dst] = numel * 4 / seconds / 1e9
-            lat[src][dst] = latency_seconds(src, dst, iters) * 1e6
+            gbps = [numel * 4 / s / 1e9 for s in seconds]  # a slower send: fewer GB/s
+            us = Spread.of([t * 1e6 for t in latency_seconds(src, dst, iters)])
+            bw[src][dst], lat[src][dst] = gbps[0], us.median
             rows.append(
                 {
                     "from": src,
@@ -158,7 +163,9 @@ def main(size_mib: float | None = None, iters: int = 5) -> dict:
                     "transport": transport,
                     "MiB": numel * 4 / 2**20,
                     "GB/s": bw[src][dst],
+                    "GB/s IQR": f"{gbps[2]:.3g}–{gbps[1]:.3g}",
                     "latency (µs)": lat[src][dst],
+                    "latency IQR (µs)": f"{us.lo:.0f}–{us.hi:.0f}",
                 }
             )
     assert all(

@@ -8,7 +8,13 @@ import time
 import pytest
 import torch
 
-from snippets.core.measure import algbw, busbw, peak_memory_bytes, time_it
+from snippets.core.measure import (
+    algbw,
+    busbw,
+    peak_memory_bytes,
+    time_it,
+    time_samples,
+)
 
 MiB = 1 << 20
 SLACK = 64 * 1024  # small tensors the ops make on the side (scalars, shapes)
@@ -87,3 +93,10 @@ def test_time_it_takes_the_median_after_the_warmup():
     pauses = iter([0.2, 0.2, 0.01, 0.05, 0.01])  # two warm-ups, then three timed
     median = time_it(lambda: time.sleep(next(pauses)), warmup=2, iters=3)
     assert 0.01 <= median < 0.04
+
+
+def test_time_samples_keeps_every_timed_call_in_order():
+    pauses = iter([0.2, 0.01, 0.12, 0.05])  # one warm-up, then three timed
+    got = time_samples(lambda: time.sleep(next(pauses)), warmup=1, iters=3)
+    assert len(got) == 3 and got[0] < got[2] < got[1]  # 0.01, 0.12, 0.05 as slept
+    assert all(0.009 <= t < 0.5 for t in got)

@@ -29,14 +29,14 @@ def _ranks_check(numel: int) -> dict:
         torch.manual_seed(src * 100 + dst)
         sent = torch.randn(numel)  # [numel], the same on every rank (same seed)
         buf = sent.clone() if rank == src else torch.zeros(numel)
-        seconds = send_recv_seconds(src, dst, buf, iters=2)
+        seconds = send_recv_seconds(src, dst, buf, iters=3)
         oracle = buf.clone() if rank == src else torch.empty(numel)
         dist.broadcast(oracle, src)  # the built-in collective says what src had
         if rank == dst:
             assert torch.equal(buf, oracle), (
                 "send/recv delivered something else than broadcast"
             )
-        assert seconds > 0
+        assert len(seconds) == 3 and min(seconds) > 0  # one time per send
     out = main(size_mib=numel * 4 / 2**20, iters=2)
     assert f"{p} gloo ranks" in " ".join(out["markdown"]["where"].split())
     return out
@@ -49,6 +49,11 @@ def test_every_pair_three_ranks_odd_length() -> None:
         (i, j) for i in range(3) for j in range(3) if i != j
     ]
     assert all(r["GB/s"] > 0 and r["latency (µs)"] > 0 for r in rows)
+    for r in rows:  # the median lies inside its interquartile range
+        lo, hi = (float(x) for x in r["GB/s IQR"].split("–"))
+        assert lo <= float(f"{r['GB/s']:.3g}") <= hi or lo <= r["GB/s"] <= hi
+        lo, hi = (float(x) for x in r["latency IQR (µs)"].split("–"))
+        assert lo - 0.5 <= r["latency (µs)"] <= hi + 0.5
     assert abs(rows[0]["MiB"] - 1001 * 4 / 2**20) < 1e-9
     for fig in ("bandwidth", "latency"):
         spec = outs[0]["figures"][fig]

@@ -32,9 +32,9 @@ def test_any_pair_in_the_world_and_in_a_sub_group():
 
 
 def test_both_notes_measure_latency_with_it():
-    # the cost model keeps every round (for the spread), the bandwidth note the median
+    # both keep every round: the median and its spread come from the same rounds
     assert cost_model.ping_pong_rounds is ping_pong.ping_pong_rounds
-    assert p2p_bandwidth.ping_pong is ping_pong.ping_pong
+    assert p2p_bandwidth.ping_pong_rounds is ping_pong.ping_pong_rounds
 
 
 @pytest.mark.parametrize("kwargs", [{"src": 1, "dst": 1}, {"iters": 0}, {"sizes": [0]}])

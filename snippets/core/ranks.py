@@ -9,6 +9,11 @@ Ranks meet through a ``FileStore`` in a private temporary folder, so two runs at
 never collide. The parent waits on one queue: the first rank to report a failure, or to
 die without a word, stops every other rank at once, and the parent raises
 :class:`~snippets.core.errors.RankError` naming that rank and its cause.
+
+What crosses a process boundary goes by value. A rank's result is pickled to bytes
+before it is queued (a tensor otherwise travels as a handle its sender must outlive);
+what the launcher hands a starting rank (its arguments, its output streams) travels
+with the start itself, before the launcher goes on.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import datetime
 import multiprocessing as mp
 import os
+import pickle
 import queue
 import sys
 import tempfile
@@ -130,6 +136,32 @@ def _take_over(env: dict, streams: tuple) -> None:
         os.close(fd)
 
 
+def _by_value(rank: int, status: str, payload: Any) -> bytes:
+    """The report as bytes the launcher owns once it has read them.
+
+    A queue pickles with torch's reducers, which send a tensor as a handle to this
+    process's shared memory: the launcher must fetch it while this rank still lives, and
+    a launcher that reads late (a loaded machine) finds the rank gone and the result
+    lost. Plain pickle copies the tensor's bytes instead, so the rank can exit at once.
+    """
+    try:
+        return pickle.dumps((rank, status, payload))
+    except Exception as exc:  # a result that cannot cross: say so, as a failure
+        line = f"the result of rank {rank} cannot be sent to the launcher: "
+        why = (line + _one_line(exc), traceback.format_exc(), None, False)
+        return pickle.dumps((rank, "error", why))
+
+
+class _Inbox:
+    """The launcher's end of the queue: each report unpickled as it is read."""
+
+    def __init__(self, results: Any) -> None:
+        self.results = results
+
+    def get(self, timeout: float) -> tuple[int, str, Any]:
+        return pickle.loads(self.results.get(timeout=timeout))
+
+
 def _child(
     rank: int,
     world_size: int,
@@ -157,7 +189,7 @@ def _child(
         status = "error"
     # Report before leaving the group: once this rank's connections close its peers fail
     # too, and the parent must hear the first cause, not its echoes.
-    results.put((rank, status, payload))
+    results.put(_by_value(rank, status, payload))
     results.close()
     results.join_thread()
     if dist.is_initialized():
@@ -206,6 +238,7 @@ def spawn(
 ) -> list:
     ctx = _context()
     results = ctx.Queue()
+    inbox = _Inbox(results)
     values: dict[int, Any] = {}
     with tempfile.TemporaryDirectory(prefix="commonplace-") as store_dir:
         common = (world_size, backend, timeout_s, store_dir, fn, args, results)
@@ -224,20 +257,20 @@ def spawn(
                 p.start()
             while len(values) < world_size:
                 try:
-                    rank, status, payload = results.get(timeout=0.2)
+                    rank, status, payload = inbox.get(timeout=0.2)
                 except queue.Empty:
                     dead = _silent_death(procs, values)
                     if dead is None:
                         continue
                     try:  # killed by a signal or os._exit: its last words may be late
-                        rank, status, payload = results.get(timeout=1.0)
+                        rank, status, payload = inbox.get(timeout=1.0)
                     except queue.Empty:
                         code = procs[dead].exitcode
                         raise RankError(
                             dead, f"process exited with status {code} without reporting"
                         ) from None
                 if status == "error":  # the first failure stops everyone: see finally
-                    rank, payload = first_cause(results, rank, payload)
+                    rank, payload = first_cause(inbox, rank, payload)
                     raise RankError(rank, *payload)
                 values[rank] = payload
         finally:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import multiprocessing as mp
+import time
 from pathlib import Path
 
 import pytest
@@ -47,3 +49,44 @@ def test_a_failure_while_the_ranks_meet_is_told_from_one_in_fn() -> None:
     with pytest.raises(ranks.RankError) as ran:
         ranks.spawn(boom, (), 2, "gloo", 10)
     assert not ran.value.at_rendezvous and "rank says no" in str(ran.value)
+
+
+def rank_tensor() -> torch.Tensor:
+    """A tensor that only this rank's memory holds: it must reach the launcher whole."""
+    return torch.full((1024,), float(dist.get_rank() + 1))
+
+
+class LateReader:
+    """The launcher's queue, read only once every rank has exited: the busy launcher of
+    a loaded machine, made certain. A rank that has to stay alive to hand its result
+    over loses it here; a rank that sent its result by value does not."""
+
+    def __init__(self, ctx, wait_s: float = 20.0) -> None:
+        self.ctx, self.wait_s = ctx, wait_s
+
+    def __getattr__(self, name: str):
+        return getattr(self.ctx, name)
+
+    def Queue(self):  # noqa: N802 (multiprocessing's name)
+        results = self.ctx.Queue()
+        get, deadline = results.get, None
+
+        def late_get(*args, **kwargs):
+            nonlocal deadline
+            deadline = deadline or time.monotonic() + self.wait_s
+            ranks_alive = [p for p in mp.active_children() if p.name.startswith("rank")]
+            while ranks_alive and time.monotonic() < deadline:
+                time.sleep(0.02)
+                ranks_alive = [p for p in ranks_alive if p.is_alive()]
+            return get(*args, **kwargs)
+
+        results.get = late_get
+        return results
+
+
+def test_a_launcher_that_reads_late_loses_no_result(monkeypatch) -> None:
+    context = ranks._context
+    monkeypatch.setattr(ranks, "_context", lambda: LateReader(context()))
+    values = ranks.spawn(rank_tensor, (), 3, "gloo", 30)
+    for r, t in enumerate(values):
+        torch.testing.assert_close(t, torch.full((1024,), float(r + 1)))

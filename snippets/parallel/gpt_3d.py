@@ -41,10 +41,10 @@ from snippets.core.runtime import Spec, UsageError, device, print0
 from snippets.models.tiny_gpt import GPT, GPTConfig
 from snippets.parallel.gpt_3d_model import average_gradients, rank_batch, rank_model
 from snippets.parallel.mesh import Mesh
-from snippets.parallel.pipeline_executor import execute
-from snippets.parallel.pipeline_schedules import NAMES, check_arguments
-from snippets.parallel.tp_gpt import max_difference
-from snippets.parallel.zero_training import batches
+from snippets.parallel.pipeline.pipeline_executor import execute
+from snippets.parallel.pipeline.pipeline_schedules import NAMES, check_arguments
+from snippets.parallel.sharded.zero_training import batches
+from snippets.parallel.tensor.tp_gpt import max_difference
 
 SPEC = Spec(summary="the tiny GPT on a dp×pp×cp×tp mesh = one process", world_size=4)
 # V=64, N=16, L=4, H=4, d=128: t ≤ 4, p·v ≤ 4, cp ≤ 8; heads of 32 for ring attention.

@@ -44,21 +44,24 @@ import torch.nn as nn
 
 from snippets.attention.zigzag_layout import zigzag_shard
 from snippets.models.tiny_gpt import GPT, GPTConfig
-from snippets.parallel.context_parallel_gpt import context_parallel_gpt, shard_batch
-from snippets.parallel.ddp import naive_allreduce_grads
+from snippets.parallel.context.context_parallel_gpt import (
+    context_parallel_gpt,
+    shard_batch,
+)
+from snippets.parallel.data.ddp import naive_allreduce_grads
 from snippets.parallel.layer_split import part
 from snippets.parallel.mesh import Mesh
-from snippets.parallel.sequence_parallel import (
+from snippets.parallel.tensor.sequence_parallel import (
     allreduce_sequence_grads,
     sequence_parallel_gpt,
 )
-from snippets.parallel.sequence_parallel_ops import (
+from snippets.parallel.tensor.sequence_parallel_ops import (
     gather_sequence,
     gathered_linears,
     split_sequence,
 )
-from snippets.parallel.tp_gpt import tensor_parallel_gpt
-from snippets.parallel.vocab_parallel import vocab_parallel_cross_entropy
+from snippets.parallel.tensor.tp_gpt import tensor_parallel_gpt
+from snippets.parallel.tensor.vocab_parallel import vocab_parallel_cross_entropy
 
 
 # --8<-- [start:stages]

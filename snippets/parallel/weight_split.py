@@ -19,7 +19,7 @@ import torch.nn as nn
 
 from snippets.models.tiny_gpt import Block
 from snippets.parallel.layer_split import part
-from snippets.parallel.tensor_parallel import f, g
+from snippets.parallel.tensor.tensor_parallel import f, g
 
 
 # --8<-- [start:tensor]

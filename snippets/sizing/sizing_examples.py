@@ -21,8 +21,8 @@ from torch.utils.flop_counter import FlopCounterMode
 from snippets.core.cli import main_entry
 from snippets.core.runtime import Spec, print0
 from snippets.models.tiny_gpt import GPT, GPTConfig, reference_attention
-from snippets.parallel.mixed_precision import MasterWeights, held_bytes
-from snippets.parallel.sequence_parallel_memory import saved_activation_bytes
+from snippets.parallel.sharded.mixed_precision import MasterWeights, held_bytes
+from snippets.parallel.tensor.sequence_parallel_memory import saved_activation_bytes
 from snippets.sizing import activations, estimate, flops, memory, params, presets
 
 SPEC = Spec(summary="the sizing calculator: worked examples and disagreeing anchors")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch.distributed as dist
 
-from snippets.comm import cost_model, ping_pong
+from snippets.comm import ping_pong
+from snippets.comm.cost import cost_model
 from snippets.core.runtime import launch
 from snippets.hardware import p2p_bandwidth
 

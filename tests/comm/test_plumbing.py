@@ -13,7 +13,7 @@ import torch.distributed as dist
 from torch.distributed import ReduceOp
 
 from snippets.comm import messages, plumbing
-from snippets.comm.ring_allreduce import ring_allreduce
+from snippets.comm.algorithms.ring_allreduce import ring_allreduce
 from snippets.core.runtime import launch
 
 

@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from snippets.comm import trace_frames as T
-from snippets.comm.allreduce import ALGORITHMS
+from snippets.comm.algorithms.allreduce import ALGORITHMS
+from snippets.comm.algorithms.ring_allreduce import ring_allreduce
 from snippets.comm.messages import gather_trace
-from snippets.comm.ring_allreduce import ring_allreduce
 from snippets.core.runtime import launch
 
 

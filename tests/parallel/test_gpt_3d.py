@@ -21,11 +21,12 @@ import torch
 from snippets.__main__ import main as cli
 from snippets.core.runtime import UsageError, launch
 from snippets.models.tiny_gpt import GPT, GPTConfig
-from snippets.parallel import gpt_3d, gpt_3d_model, pipeline_weight_grad
+from snippets.parallel import gpt_3d, gpt_3d_model
 from snippets.parallel.mesh import Mesh
-from snippets.parallel.sequence_parallel import SequenceParallelAttention
-from snippets.parallel.tensor_parallel import GatherLastDim
-from snippets.parallel.zero_training import batches
+from snippets.parallel.pipeline import pipeline_weight_grad
+from snippets.parallel.sharded.zero_training import batches
+from snippets.parallel.tensor.sequence_parallel import SequenceParallelAttention
+from snippets.parallel.tensor.tensor_parallel import GatherLastDim
 
 SHAPES = [
     {"dp": 2, "pp": 2, "tp": 1, "schedule": "zb-h1"},

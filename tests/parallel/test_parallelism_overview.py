@@ -21,9 +21,9 @@ from snippets.core.runtime import launch
 from snippets.models.tiny_gpt import GPT, GPTConfig
 from snippets.parallel import layer_split as ls
 from snippets.parallel import parallelism_overview as ov
-from snippets.parallel import tensor_parallel
 from snippets.parallel import weight_split as ws
 from snippets.parallel.batch_split import batch_split_step
+from snippets.parallel.tensor import tensor_parallel
 
 # (model, batch, micro-batches): the defaults main() uses (L raised to p when p > 6),
 # and odd sizes with tied embeddings and no biases; on 5 ranks two shards are empty.

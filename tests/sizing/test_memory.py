@@ -13,7 +13,7 @@ from test_traffic import our_runs
 
 from snippets.core.runtime import launch
 from snippets.models.tiny_gpt import GPT, GPTConfig
-from snippets.parallel import zero, zero_training
+from snippets.parallel.sharded import zero, zero_training
 from snippets.sizing import estimate, memory, presets, traffic
 
 MIXED_ZERO_PAPER = (2, 2, 12)  # fp16 weight and gradient, fp32 master + Adam

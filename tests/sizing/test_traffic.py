@@ -13,18 +13,20 @@ import torch.distributed as dist
 
 from snippets.core.runtime import launch
 from snippets.models.tiny_gpt import GPT, GPTConfig
-from snippets.parallel import context_parallel, mixed_precision, tp_gpt, zero_training
-from snippets.parallel import sequence_parallel_memory as sp_memory
-from snippets.parallel.context_parallel_gpt import RingLog
-from snippets.parallel.pipeline_executor import execute
-from snippets.parallel.sequence_parallel import (
+from snippets.parallel.context import context_parallel
+from snippets.parallel.context.context_parallel_gpt import RingLog
+from snippets.parallel.pipeline.pipeline_executor import execute
+from snippets.parallel.sharded import mixed_precision, zero_training
+from snippets.parallel.tensor import sequence_parallel_memory as sp_memory
+from snippets.parallel.tensor import tp_gpt
+from snippets.parallel.tensor.sequence_parallel import (
     allreduce_sequence_grads,
     sequence_parallel_gpt,
     sp_logits,
 )
-from snippets.parallel.tensor_parallel import CommLog
-from snippets.parallel.tp_gpt import tensor_parallel_gpt
-from snippets.parallel.vocab_parallel import vocab_parallel_cross_entropy
+from snippets.parallel.tensor.tensor_parallel import CommLog
+from snippets.parallel.tensor.tp_gpt import tensor_parallel_gpt
+from snippets.parallel.tensor.vocab_parallel import vocab_parallel_cross_entropy
 from snippets.sizing import activations, traffic
 
 

@@ -1,0 +1,1 @@
+"""All-reduce algorithms: naive, ring, trees, halving-doubling."""

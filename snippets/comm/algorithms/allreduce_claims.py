@@ -1,0 +1,194 @@
+"""What the cost model and the all-reduce benchmark may say, from this run's numbers.
+
+Two kinds of sentence (``snippets.core.claims``): fixed statements about the fit and
+the model, which ``model_claims`` checks and which fail the run when contradicted; and
+comparisons of measured times, which ``findings`` writes from the records so that they
+rank only what the spread separates. "Faster" and "slower" are the paired ratio's IQR
+(built-in ÷ ours over interleaved rounds) lying wholly above or below 1, or two such
+IQRs not overlapping. The two fits of the benchmark are named apart: the *idle* fit
+(a ping-pong between two ranks while the others wait) and the *busy* fit (a ring
+exchange, every rank sending at once).
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Sequence
+
+from snippets.comm.cost.cost_formulas import Machine, predict, size_text
+from snippets.core.claims import (
+    FASTER,
+    SLOWER,
+    TIED,
+    Claim,
+    Spread,
+    check,
+    order,
+    verdict,
+)
+
+FITS = {"ping_pong": "idle", "ring": "busy"}  # pattern → the name the note uses
+TARGET = 0.9  # our ring ÷ the built-in's busbw, at 64 MiB on 2 ranks
+OUTCOME = {
+    FASTER: "met: the whole IQR lies above it",
+    SLOWER: "missed: the whole IQR lies below it",
+    TIED: "not settled: the IQR straddles it",
+}
+
+
+def target_outcome(ratio: Spread) -> str:
+    """The target's outcome ("met: …", "missed: …", "not settled: …") on this run's
+    paired ratio: its IQR against TARGET (``snippets.core.claims.verdict``)."""
+    return OUTCOME[verdict(ratio, TARGET)]
+
+
+def model_claims(m: Machine, sizes: Sequence[int], rounds: Sequence[list]) -> list:
+    """The note's fixed sentences on the fit and the model, checked on this run. The
+    fit's test is the noise itself: the line must pass between the fastest and the
+    slowest round at most sizes, so a busier machine widens the band it has to hit
+    instead of tripping a fixed threshold."""
+    line = [m.alpha + s * m.beta for s in sizes]
+    powers, sizes_n = [2**k for k in range(1, 11)], [2**e for e in range(2, 31, 4)]
+    facts = {
+        "inside": sum(min(r) <= t <= max(r) for t, r in zip(line, rounds)),
+        "iqr": sum(q.lo <= t <= q.hi for t, q in zip(line, map(Spread.of, rounds))),
+        "n": len(sizes),
+        "hd": all(
+            predict("halving_doubling", p, n, m) <= predict("ring", p, n, m)
+            for p in powers
+            for n in sizes_n
+        ),
+        "naive": all(
+            predict("naive_everyone", p, 4, m) < predict("ring", p, 4, m)
+            for p in range(2, 1025)
+        ),
+    }
+    return check(
+        [
+            Claim("α > 0 and β > 0", lambda f: m.alpha > 0 and m.beta > 0),
+            Claim(
+                "α + mβ is within the rounds' range at {inside} of {n} sizes "
+                "(their IQR: {iqr}), a majority",
+                lambda f: f["inside"] > f["n"] / 2,
+            ),
+            Claim(
+                "halving/doubling never loses to the ring when p is a power of 2",
+                lambda f: f["hd"],
+            ),
+            Claim("naive_everyone beats the ring at 4 bytes", lambda f: f["naive"]),
+        ],
+        facts,
+    )
+
+
+def ratio_of(r: dict) -> Spread:
+    return Spread(r["ratio"], r["ratio_lo"], r["ratio_hi"])
+
+
+def names(items: Sequence[str]) -> str:
+    return ", ".join(items) if items else "none"
+
+
+def versus_builtin(at: list[dict]) -> str:
+    """One size: which of ours the spread puts ahead of or behind the built-in."""
+    by = {FASTER: [], SLOWER: []}
+    for r in at:
+        by.get(verdict(ratio_of(r)), []).append(r["algorithm"])
+    rest = len(at) - len(by[FASTER]) - len(by[SLOWER])
+    return (
+        f"- At {size_text(at[0]['size_bytes'])}, faster than the built-in beyond "
+        f"the spread: {names(by[FASTER])}; slower: {names(by[SLOWER])}; "
+        f"not separated: {rest} of {len(at)}."
+    )
+
+
+def builtin_spread(at: list[dict]) -> Spread:
+    """Every round of the built-in at one size, over all the pairings."""
+    return Spread.of([t for r in at for t in r.get("builtin_times_s", [])])
+
+
+def builtin_row(at: list[dict], idle: Machine) -> dict:
+    """The built-in's own time at one size: the baseline, with its spread."""
+    s, p = builtin_spread(at), at[0]["world_size"]
+    medians = [r["builtin_time_s"] * 1e3 for r in at]
+    return {
+        "size": size_text(at[0]["size_bytes"]),
+        "built-in (ms)": s.text(3, 1e3),
+        "its medians per pairing (ms)": f"{min(medians):.3g}–{max(medians):.3g}",
+        "CPU per call (ms)": statistics.mean(r["builtin_cpu_s"] for r in at) * 1e3,
+        "idle fit's ring (ms)": predict("ring", p, at[0]["size_bytes"], idle) * 1e3,
+    }
+
+
+def _fit_line(records: list[dict], fit: str) -> str:
+    pred = [(r, r[f"predicted_{fit}_s"] / r["time_s"]) for r in records]
+    over = [f"{r['algorithm']} at {size_text(r['size_bytes'])}" for r, x in pred]
+    over = [o for o, (_, x) in zip(over, pred) if x >= 1]
+    error = statistics.median(abs(x - 1) for _, x in pred)
+    exceptions = f" (not for {names(over)})" if 0 < len(over) <= 4 else ""
+    return (
+        f"- The {FITS[fit]} fit predicts less than was measured for "
+        f"{len(pred) - len(over)} of {len(pred)} points{exceptions}; its median "
+        f"error is {error:.0%}."
+    )
+
+
+def hd_cell(size: int, at: list[dict]) -> str | None:
+    """Halving/doubling against our ring at one size, as the spread has it."""
+    by = {r["algorithm"]: r for r in at}
+    if not {"ring", "halving_doubling"} <= set(by):
+        return None
+    hd, ring = by["halving_doubling"], by["ring"]
+    word = {-1: "slower", 0: "not separated", 1: "faster"}[
+        order(ratio_of(hd), ratio_of(ring))
+    ]
+    return f"{size_text(size)} {word} (CPU per call {hd['cpu_s'] / ring['cpu_s']:.2g}×)"
+
+
+def waiting(size: int, at: list[dict]) -> str | None:
+    """'4.7× at 4 KiB' where even the built-in's first quartile of wall time is over
+    twice its CPU seconds per call; None where it is not, or was not recorded."""
+    if not at[0].get("builtin_times_s"):
+        return None
+    wall, cpu = builtin_spread(at), statistics.mean(r["builtin_cpu_s"] for r in at)
+    return (
+        f"{wall.median / cpu:.2g}× at {size_text(size)}" if wall.lo > 2 * cpu else None
+    )
+
+
+def findings(records: list[dict], machines: dict, target: list[dict]) -> str:
+    """The sentences of the note that compare measured numbers, from this run."""
+    idle, busy = machines["ping_pong"], machines["ring"]
+    lines = [
+        f"- Busy ranks against idle ones: the busy fit's α is "
+        f"{busy.alpha / idle.alpha:.2g}× the idle fit's, its β "
+        f"{busy.beta / idle.beta:.2g}×."
+    ]
+    lines += [_fit_line(records, fit) for fit in FITS]
+    sizes = sorted({r["size_bytes"] for r in records})
+    at = {s: [r for r in records if r["size_bytes"] == s] for s in sizes}
+    lines += [versus_builtin(at[s]) for s in sizes]
+    cells = [hd_cell(s, at[s]) for s in sizes]
+    if cells := [c for c in cells if c]:
+        lines.append(
+            "- Measured, halving/doubling against our ring (their paired ratios' "
+            "IQRs): " + "; ".join(cells) + "."
+        )
+    waits = [waiting(s, at[s]) for s in sizes]
+    if waits := [w for w in waits if w]:
+        lines.append(
+            f"- The built-in's wall time is {', '.join(waits)} its CPU per call: "
+            "most of such a call is waiting, so ratios there measure the scheduler "
+            "as much as the algorithms."
+        )
+    for row in target:
+        lo, hi = (float(q) for q in row["IQR"].split("–"))
+        ratio = Spread(row["ring ÷ built-in"], lo, hi)
+        goal = f"; against the {TARGET}× target: {target_outcome(ratio)}"
+        lines.append(
+            f"- At {row['size']} on {row['ranks']} ranks our ring's CPU per call is "
+            f"{row['CPU per call, ring ÷ built-in']:.2f}× the built-in's; its wall "
+            f"time ratio is {row['ring ÷ built-in']:.2f} (IQR {row['IQR']})"
+            f"{goal if row['ranks'] == 2 else ''}."
+        )
+    return "\n".join(lines)

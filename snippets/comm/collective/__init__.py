@@ -1,0 +1,1 @@
+"""Collectives built from point-to-point, their frames and sweeps."""

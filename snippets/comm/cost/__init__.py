@@ -1,0 +1,1 @@
+"""The alpha-beta cost model of a collective."""

@@ -1,0 +1,1 @@
+"""Context parallelism: the sequence split over ranks."""

@@ -1,0 +1,155 @@
+"""Context parallel training of the tiny GPT, checked against one process.
+
+Every rank builds the same GPT from one seed; on the cp ranks its attention runs as
+ring attention (``context_parallel_gpt``) and each rank trains on its zig-zag shard
+of every sequence. Each step compares with the whole sequence in one process, in
+fp64: the loss (mean of the ranks' means), this rank's logits, every gradient after
+the SUM ÷ cp all-reduce, every parameter after the Adam step. Two deliberate
+mistakes show the check can fail: embedding the shard at positions 0..s/cp−1, and
+using a rank's gradient before the all-reduce. The ring's sends are counted at the
+op, per layer and phase, against ``ring_elements``.
+
+    python -m snippets run context_parallel          # cp = 2; -n 3 or -n 4 work too
+    torchrun --nproc-per-node 2 -m snippets run context_parallel
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+
+import torch
+import torch.distributed as dist
+
+from snippets.attention.zigzag_layout import zigzag_shard
+from snippets.core.cli import main_entry, positive_int
+from snippets.core.runtime import Spec, device, print0
+from snippets.models.tiny_gpt import GPT, GPTConfig
+from snippets.parallel.context.context_parallel_gpt import (
+    RingLog,
+    context_parallel_gpt,
+    cp_loss,
+    global_loss,
+    ring_elements,
+    shard_batch,
+)
+from snippets.parallel.data.ddp import naive_allreduce_grads
+
+SPEC = Spec(
+    summary="the tiny GPT context parallel (ring attention) vs one process",
+    world_size=2,
+)
+F64, PHASES = torch.float64, ("forward", "backward")
+CFG = GPTConfig(vocab_size=64, block_size=24, n_layer=2, n_head=2, n_embd=64)
+
+
+def gradient_gap(model: GPT, single: GPT) -> float:
+    ref = dict(single.named_parameters())
+    return max(
+        (p.grad - ref[n].grad).abs().max().item() for n, p in model.named_parameters()
+    )
+
+
+def parameter_gap(model: GPT, single: GPT) -> float:
+    ref = dict(single.named_parameters())
+    return max((p - ref[n]).abs().max().item() for n, p in model.named_parameters())
+
+
+# --8<-- [start:check]
+def train_against_single(cfg: GPTConfig, steps: int, group=None, b: int = 2) -> dict:
+    """fp64 Adam on one process (whole sequences) and on the cp group (shards),
+    compared every step; the ring's sends of the last step counted per layer."""
+    cp_rank, cp, dev = dist.get_rank(group), dist.get_world_size(group), device()
+    s, h, gen = cfg.block_size, cfg.n_embd, torch.Generator().manual_seed(1)
+    single, log = GPT(cfg).to(dev, F64), RingLog()
+    model = context_parallel_gpt(copy.deepcopy(single), group, log)
+    opts = [torch.optim.Adam(m.parameters(), lr=1e-2) for m in (single, model)]
+    rows = []
+    for step in range(steps):
+        idx, targets = torch.randint(cfg.vocab_size, (2, b, s), generator=gen).to(dev)
+        logits, loss = single(idx, targets)  # the oracle: (b, s, V), the mean loss
+        loss.backward()
+        idx_r, targets_r, positions = shard_batch(idx, targets, cp_rank, cp)
+        log.sends.clear()
+        with log:  # counts the ring's sends, forward and backward
+            logits_r, loss_r = cp_loss(model, idx_r, targets_r, positions)
+            loss_r.backward()
+        unreduced = gradient_gap(model, single)  # mistake 2: no all-reduce yet
+        naive_allreduce_grads(model, group)  # Σ over cp, ÷ cp
+        worst = [abs(global_loss(loss_r, group).item() - loss.item())]
+        mine = zigzag_shard(logits, cp_rank, cp, dim=1)  # this rank's rows of logits
+        worst.append((logits_r - mine).detach().abs().max())
+        worst.append(gradient_gap(model, single))
+        with torch.no_grad():  # mistake 1: the shard embedded at 0..s/cp-1
+            wrong = cp_loss(model, idx_r, targets_r, torch.arange(s // cp).to(dev))[0]
+        for opt in opts:
+            opt.step()
+            opt.zero_grad()
+        worst.append(parameter_gap(model, single))
+        worst = torch.tensor([float(w) for w in worst], dtype=F64)
+        dist.all_reduce(worst, op=dist.ReduceOp.MAX, group=group)  # fail together
+        # Adam divides by √v + ε, which magnifies last-bit differences in the params
+        assert worst[:3].max() < 1e-12 and worst[3] < 1e-10, (step, worst.tolist())
+        keys = ("d_loss", "d_logits", "d_grads", "d_params")
+        rows.append(
+            {"step": step, "loss": loss.item(), **dict(zip(keys, worst.tolist()))}
+        )
+    gaps = torch.tensor([(wrong - logits_r).abs().max().item(), unreduced], dtype=F64)
+    dist.all_reduce(gaps, op=dist.ReduceOp.MAX, group=group)
+    # each mistake must miss by a million times the tolerance (at cp = 1 they are none)
+    assert cp == 1 or gaps.min() > 1e-6, f"a deliberate mistake went unseen: {gaps}"
+    mistakes = dict(
+        zip(("positions 0..s/cp-1", "grads before all-reduce"), gaps.tolist())
+    )
+    comm = []
+    for i in range(cfg.n_layer):
+        for phase in PHASES:
+            got = log.totals(f"blocks.{i}", phase)
+            formula = ring_elements(cp, b, s, h, phase)
+            assert got["elements"] == formula, (i, phase, got, formula)
+            assert got["bytes"] == formula * F64.itemsize  # dK, dV too: fp64 in
+            comm.append({"layer": i, "phase": phase, **got, "formula": formula})
+    return {"cp": cp, "steps": rows, "mistakes": mistakes, "comm": comm}
+
+
+# --8<-- [end:check]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--steps", type=positive_int, default=2, help="Adam steps")
+
+
+def main(steps: int = 2) -> dict:
+    out = train_against_single(CFG, steps)
+    cp, b, s, h = out["cp"], 2, CFG.block_size, CFG.n_embd
+    print0(
+        f"tiny GPT L={CFG.n_layer} H={CFG.n_head} d={h} V={CFG.vocab_size}, cp={cp}, "
+        f"b={b} s={s} ({s // cp} tokens a rank)"
+    )
+    print0("fp64 Adam, max |Δ| against one process on the whole sequence:")
+    for r in out["steps"]:
+        print0(
+            f"  step {r['step']}: loss {r['loss']:.6f}  Δ loss {r['d_loss']:.0e}"
+            f"  logits {r['d_logits']:.0e}  grads {r['d_grads']:.0e}"
+            f"  params {r['d_params']:.0e}"
+        )
+    for name, gap in out["mistakes"].items():
+        print0(f"  deliberate mistake, {name}: {gap:.1e}")
+    print0("ring sends per rank, layer 0, counted at the op; elements vs formula:")
+    print0(f"  {'phase':<9}{'sends':>6}{'bytes':>8}{'elements':>10}{'formula':>9}")
+    names = {"forward": "(cp−1)·2·b·(s/cp)·h", "backward": "(2cp−1)·2·b·(s/cp)·h"}
+    for c in out["comm"][:2]:  # layer 0; the check held for every layer
+        print0(
+            f"  {c['phase']:<9}{c['sends']:>6}{c['bytes']:>8,}{c['elements']:>10,}"
+            f"{c['formula']:>9,}"
+            f" = {names[c['phase']]} ✓"
+        )
+    mistakes = [{"mistake": k, "max_abs_diff": v} for k, v in out["mistakes"].items()]
+    return {
+        "tables": {"steps": out["steps"], "comm": out["comm"], "mistakes": mistakes},
+        "provenance": {"backend": dist.get_backend(), "world_size": cp},
+    }
+
+
+if __name__ == "__main__":
+    raise SystemExit(main_entry(main, SPEC))

@@ -1,0 +1,1 @@
+"""Data parallelism: DDP by hand, its buckets and timeline."""

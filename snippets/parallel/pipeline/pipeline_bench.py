@@ -1,0 +1,241 @@
+"""``python -m snippets bench pipeline``: our 1F1B step beside torch pipelining's
+``Schedule1F1B``, and the bubble our executor measures beside the formula.
+
+    python -m snippets bench pipeline [-n 4] [--m 8] [--steps 3] [--repeats 5] [--json]
+    torchrun --nproc-per-node 4 -m snippets bench pipeline --json
+    python -m snippets run pipeline_bench     # 2 ranks: the note's run
+
+Step: the tiny GPT in p stages (``layer_split.run_stage``, two blocks each), one
+forward and backward of the batch in m micro-batches, fp32; ours is
+``pipeline_executor.execute``, torch's is ``pipeline_torch.torch_step`` on the same
+stages, micro-batches and loss. Their first steps are checked against each other
+(loss, every gradient: ``max_abs_diff``), then they take turns as ``tp_bench`` times
+them (``comparison``: ratio = ours ÷ torch's median, quartiles of the per-repeat
+ratios, ``cpu_ratio`` of the main threads).
+
+Bubble: a wider model, so a micro-batch's compute outweighs its messages; our 1F1B
+run ``repeats`` times, each run's bubble 1 − Σ busy / (p × makespan) from its stamps
+(``pipeline_timeline.executed_bubble``), set against (p − 1)/(m + p − 1). Where the
+two differ, ``replayed_bubble`` says why: the same plan replayed with each action's
+measured time and instant messages. Close to the executed bubble, the gap is in the
+compute (uneven stages, ranks sharing cores); close to the formula, it is messages.
+``action_ms``: median and quartiles of the F and B times, how even the compute was.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import textwrap
+
+import torch
+import torch.distributed as dist
+
+from snippets.core.claims import Spread
+from snippets.core.cli import (
+    OneLineParser,
+    add_run_arguments,
+    guarded,
+    main_entry,
+    positive_int,
+)
+from snippets.core.runtime import Spec, UsageError, device, launch, print0
+from snippets.models.tiny_gpt import GPT, GPTConfig
+from snippets.parallel.pipeline.pipeline_executor import execute
+from snippets.parallel.pipeline.pipeline_formulas import bubble_formula
+from snippets.parallel.pipeline.pipeline_schedules import schedule
+from snippets.parallel.pipeline.pipeline_timeline import (
+    executed_bubble,
+    replayed_bubble,
+)
+from snippets.parallel.pipeline.pipeline_torch import torch_schedule, torch_step
+from snippets.parallel.tensor.tp_bench import Timed, comparison, sentence, time_pair
+
+BENCH = "pipeline"
+SPEC = Spec(
+    timed=True,  # it measures time: run-all runs it alone
+    summary="our 1F1B vs torch's Schedule1F1B; bubble vs formula",
+    world_size=2,
+)
+TARGET = 1.1  # our step at most this many times torch's
+BUBBLE_TOLERANCE = 0.10  # measured ÷ formula within 1 ± this
+
+
+def config(p: int, wide: bool = False) -> GPTConfig:
+    d = 256 if wide else 64  # wide: the bubble run, compute-bound micro-batches
+    return GPTConfig(vocab_size=64, block_size=64, n_layer=2 * p, n_embd=d)
+
+
+def batch(cfg: GPTConfig, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(1)
+    both = torch.randint(cfg.vocab_size, (2, rows, cfg.block_size), generator=g)
+    return both[0].to(device()), both[1].to(device())
+
+
+def grads(model: GPT) -> dict[str, torch.Tensor]:
+    return {n: q.grad for n, q in model.named_parameters() if q.grad is not None}
+
+
+# --8<-- [start:steps]
+def step_pair(m: int, rows: int) -> tuple[Timed, Timed, float]:
+    """Our step and torch's, same weights, stages and micro-batches; their first
+    steps' largest difference (loss and gradients, the slowest rank's)."""
+    p = dist.get_world_size()
+    cfg = config(p)
+    idx, targets = batch(cfg, rows)
+    mine, theirs = GPT(cfg).to(device()), GPT(cfg).to(device())
+    sched = torch_schedule(theirs, "1f1b", m, tuple(targets.shape))
+
+    def ours():
+        mine.zero_grad(set_to_none=True)
+        return execute(mine, "1f1b", idx, targets, m).loss
+
+    def torchs():
+        theirs.zero_grad(set_to_none=True)
+        return torch_step(sched, theirs, idx, targets)
+
+    a, b = Timed(ours), Timed(torchs)
+    la, lb = a(), b()
+    ga, gb = grads(mine), grads(theirs)
+    if sorted(ga) != sorted(gb):
+        raise AssertionError(f"gradients on different parameters: {sorted(ga)}")
+    diffs = [(ga[n] - gb[n]).abs().max().item() for n in ga]
+    diffs += [] if la is None else [abs(la.item() - lb.item())]
+    worst = torch.tensor(max(diffs), dtype=torch.float64, device=device())
+    dist.all_reduce(worst, op=dist.ReduceOp.MAX)
+    return a, b, worst.item()
+
+
+# --8<-- [end:steps]
+
+
+# --8<-- [start:bubble]
+def bubbles(m: int, rows: int, repeats: int) -> dict:
+    """Our 1F1B on the wide model, `repeats` runs after one warm-up: the bubble of
+    each from its stamps, and of the plan replayed with the measured times."""
+    p = dist.get_world_size()
+    cfg = config(p, wide=True)
+    idx, targets = batch(cfg, rows)
+    model, plan = GPT(cfg).to(device()), schedule("1f1b", p, m)
+    executed, replayed, steps, took = [], [], [], []
+    for i in range(repeats + 1):
+        model.zero_grad(set_to_none=True)
+        run = execute(model, "1f1b", idx, targets, m)
+        per_rank: list = [None] * p
+        dist.all_gather_object(per_rank, run.stamps)
+        if i:  # the first run: connections, allocator; not counted
+            executed.append(executed_bubble(per_rank))
+            replayed.append(replayed_bubble(plan, per_rank, 1))
+            steps.append(max(s["end"] for r in per_rank for s in r) / 1e9)
+            took += [s["end"] - s["start"] for r in per_rank for s in r]
+    formula = float(bubble_formula("1f1b", p, m))
+    found, ms = Spread.of([b / formula for b in executed]), Spread.of(took)
+    return {
+        "impl": "1f1b_bubble", "baseline": "formula", "world_size": p,
+        "step_time_s": statistics.median(steps), "torch_step_time_s": None,
+        "bubble": statistics.median(executed), "bubble_formula": formula,
+        "bubble_replayed": statistics.median(replayed),
+        "ratio": statistics.median(executed) / formula, "ratio_median": found.median,
+        "ratio_lo": found.lo, "ratio_hi": found.hi, "target": 1 + BUBBLE_TOLERANCE,
+        "repeats": repeats, "m": m, "d": cfg.n_embd, "rows": rows,
+        "action_ms": [ms.median / 1e6, ms.lo / 1e6, ms.hi / 1e6],  # F and B
+    }  # fmt: skip
+
+
+# --8<-- [end:bubble]
+
+
+def measure(m: int, steps: int, repeats: int) -> list[dict]:
+    p = dist.get_world_size()
+    if m < p:
+        raise UsageError(f"--m {m}: torch's Schedule1F1B needs m >= p={p}")
+    ours, theirs, worst = step_pair(m, m)
+    step = comparison("1f1b", "torch_1f1b", (ours, theirs),
+                      time_pair(ours, theirs, steps, repeats, warmup=1))  # fmt: skip
+    step.update(max_abs_diff=worst, target=TARGET, m=m, d=config(p).n_embd, rows=m)
+    return [step, bubbles(m, m, repeats)]
+
+
+def bubble_sentence(r: dict) -> str:
+    lo, hi = r["ratio_lo"], r["ratio_hi"]
+    inside = abs(r["ratio"] - 1) <= BUBBLE_TOLERANCE
+    return (
+        f"At {r['world_size']} ranks and m={r['m']} the executed 1F1B bubble was "
+        f"{r['bubble']:.3f} of the time, {r['ratio']:.2f}× the formula's "
+        f"(p − 1)/(m + p − 1) = {r['bubble_formula']:.3f} (quartiles {lo:.2f}–"
+        f"{hi:.2f} over {r['repeats']} runs): {'within' if inside else 'outside'} "
+        f"±{BUBBLE_TOLERANCE:.0%}. Replayed with the measured action times and "
+        f"instant messages: {r['bubble_replayed']:.3f}. An action took "
+        f"{Spread(*r['action_ms']).text(0)} ms (median [quartiles])."
+    )
+
+
+def lines(records: list[dict]) -> list[str]:
+    step, bubble = records
+    ms = [Spread(*(step[f"{k}{s}"] for s in ("_s", "_lo_s", "_hi_s"))).text(1, 1e3)
+          for k in ("step_time", "torch_step_time")]  # fmt: skip
+    out = [
+        f"1F1B, tiny GPT L={2 * step['world_size']} d={step['d']}, {step['rows']} "
+        f"rows in m={step['m']} micro-batches, fp32",
+        f"{step['repeats']} repeats × {step['steps'] // step['repeats']} steps each, "
+        "in turns",
+        f"ours ms {ms[0]}   torch ms {ms[1]}   max|Δ| {step['max_abs_diff']:.1e}",
+        *textwrap.wrap(sentence(step, "our 1F1B step", "torch's Schedule1F1B"), 88),
+        f"bubble run: d={bubble['d']}, {bubble['rows']} rows, median step "
+        f"{bubble['step_time_s'] * 1e3:.0f} ms",
+        *textwrap.wrap(bubble_sentence(bubble), 88),
+    ]
+    return out
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--m", type=positive_int, default=8, help="micro-batches")
+    parser.add_argument("--steps", type=positive_int, default=3)
+    parser.add_argument("--repeats", type=positive_int, default=5)
+
+
+def parser() -> OneLineParser:
+    found = OneLineParser(
+        prog="python -m snippets bench pipeline", description=SPEC.summary
+    )
+    add_run_arguments(found)
+    add_arguments(found)
+    found.add_argument("--json", action="store_true", help="one record per line")
+    return found
+
+
+def _rank(opts) -> list[dict]:
+    return measure(opts.m, opts.steps, opts.repeats)
+
+
+def bench(argv: list[str]) -> int:
+    opts = parser().parse_args(argv)
+
+    def body() -> int:
+        n = 4 if opts.nproc is None else opts.nproc
+        if n < 2:
+            raise UsageError(f"-n {n}: a pipeline needs at least 2 ranks")
+        if opts.m < n:
+            raise UsageError(f"--m {opts.m}: torch's Schedule1F1B needs m >= p={n}")
+        found = launch(_rank, n, opts.backend, opts.timeout or 300.0, args=(opts,))
+        if int(os.environ.get("RANK", "0")) == 0:
+            text = [json.dumps(r) for r in found[0]] if opts.json else lines(found[0])
+            print("\n".join(text), flush=True)
+        return 0
+
+    return guarded(body)
+
+
+def main(m: int = 8, steps: int = 3, repeats: int = 5) -> dict:
+    records = measure(m, steps, repeats)
+    for line in lines(records):
+        print0(line)
+    said = [sentence(records[0], "our 1F1B step", "torch's Schedule1F1B")]
+    provenance = {"backend": dist.get_backend(), "world_size": dist.get_world_size()}
+    return {"records": records, "verdicts": [*said, bubble_sentence(records[1])],
+            "provenance": provenance}  # fmt: skip
+
+
+if __name__ == "__main__":
+    raise SystemExit(main_entry(main, SPEC))

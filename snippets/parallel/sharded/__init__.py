@@ -1,0 +1,1 @@
+"""Sharded data parallelism: ZeRO 1-3 and mixed precision."""

@@ -1,0 +1,1 @@
+"""Tensor, sequence and vocabulary parallelism."""

@@ -1,0 +1,243 @@
+"""``python -m snippets bench tp``: our tensor-parallel MLP step beside DTensor's
+(``parallelize_module`` with ``ColwiseParallel`` on fc, ``RowwiseParallel`` on proj).
+
+    python -m snippets bench tp [-n 2] [--steps 5] [--repeats 7] [--json]
+    torchrun --nproc-per-node 2 -m snippets bench tp --json
+    python -m snippets run tp_bench       # 2 ranks, the same: the note's run
+
+Both sides cut the same dense MLP of the tiny GPT (d → 4d → d, from one seed): ours
+with ``ColumnParallelLinear`` and ``RowParallelLinear``, DTensor's by its plans. A
+step is forward and backward of (B·N, d) tokens with a fixed output gradient, the
+input's gradient included (one all-reduce each way). After two untimed steps each,
+the two take turns (``ddp_bench_timing.interleaved``); a step's time is the slowest
+rank's. Per repeat each side's median step; ``ratio`` = ours ÷ DTensor's median over
+the repeats; ``ratio_median``, ``ratio_lo``, ``ratio_hi``: median and quartiles of
+the per-repeat ratios, and ``order`` what that spread allows (``claims.verdict``).
+``cpu_ratio``: ours ÷ theirs in CPU time of the main thread, which says whether a gap
+is Python work or waiting.
+``max_abs_diff``: output, input gradient and every weight gradient, ours vs theirs.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import statistics
+import textwrap
+import time
+
+import torch
+import torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor.parallel import (
+    ColwiseParallel,
+    RowwiseParallel,
+    parallelize_module,
+)
+
+from snippets.core.claims import Spread, verdict
+from snippets.core.cli import (
+    OneLineParser,
+    add_run_arguments,
+    guarded,
+    main_entry,
+    positive_int,
+)
+from snippets.core.runtime import Spec, UsageError, device, launch, print0
+from snippets.models.tiny_gpt import GPT, GPTConfig
+from snippets.parallel.data.ddp_bench_timing import interleaved, rank_mean_median
+from snippets.parallel.tensor.tensor_parallel import (
+    ColumnParallelLinear,
+    RowParallelLinear,
+)
+
+BENCH = "tp"
+SPEC = Spec(
+    timed=True,  # it measures time: run-all runs it alone
+    summary="our TP MLP step vs DTensor's parallelize_module",
+    world_size=2,
+)
+TARGET = 1.0  # our step at most this many times DTensor's
+CFG = GPTConfig(vocab_size=64, block_size=128, n_layer=1, n_head=4, n_embd=128)
+ROWS = 8  # sequences: (8·128, 128) tokens, a ~10-20 ms step on one CPU core
+
+
+class Timed:
+    """A step, with the CPU time of this thread per call (not gloo's threads)."""
+
+    def __init__(self, fn):
+        self.fn, self.cpu = fn, []
+
+    def __call__(self):
+        start = time.thread_time()
+        out = self.fn()
+        self.cpu.append(time.thread_time() - start)
+        return out
+
+
+def comparison(name: str, baseline: str, sides: tuple, repeats_times: tuple, warmup=2):
+    """One record: per repeat each side's median step, then median and quartiles
+    over the repeats; ratio = ours ÷ theirs of the medians; ``order`` is ours
+    against theirs, "faster"/"slower" only where the per-repeat spread allows."""
+    mine, theirs = ([statistics.median(r) for r in side] for side in repeats_times)
+    a, b = Spread.of(mine), Spread.of(theirs)
+    ratios = Spread.of([x / y for x, y in zip(mine, theirs)])
+    speedup = Spread.of([y / x for x, y in zip(mine, theirs)])  # above 1: ours faster
+    cpu, torch_cpu = (rank_mean_median(s.cpu[warmup:]) for s in sides)
+    return {
+        "impl": name,
+        "baseline": baseline,
+        "world_size": dist.get_world_size(),
+        "step_time_s": a.median,
+        "step_time_lo_s": a.lo,
+        "step_time_hi_s": a.hi,
+        "torch_step_time_s": b.median,
+        "torch_step_time_lo_s": b.lo,
+        "torch_step_time_hi_s": b.hi,
+        "ratio": a.median / b.median,
+        "ratio_median": ratios.median,  # of the per-repeat ratios
+        "ratio_lo": ratios.lo,
+        "ratio_hi": ratios.hi,
+        "order": verdict(speedup),
+        "cpu_s": cpu,
+        "torch_cpu_s": torch_cpu,
+        "cpu_ratio": cpu / torch_cpu,
+        "repeats": len(mine),
+        "steps": sum(map(len, repeats_times[0])),
+    }
+
+
+def time_pair(ours, theirs, steps: int, repeats: int, warmup: int = 2) -> tuple:
+    for _ in range(warmup):
+        ours(), theirs()
+    return interleaved(ours, theirs, steps, repeats)
+
+
+# --8<-- [start:pair]
+def mlp_pair(cfg: GPTConfig = CFG) -> tuple:
+    """The same dense MLP cut twice over the world: by our layers, by DTensor's."""
+    dev, t = device(), dist.get_world_size()
+    dense = GPT(cfg).blocks[0].mlp.to(dev)
+    ours = copy.deepcopy(dense)
+    ours.fc = ColumnParallelLinear.from_dense(ours.fc)  # f, then x A_rᵀ
+    ours.proj = RowParallelLinear.from_dense(ours.proj)  # x_r B_rᵀ, then g
+    mesh = init_device_mesh(dev.type, (t,))
+    plan = {"fc": ColwiseParallel(), "proj": RowwiseParallel()}
+    return ours, parallelize_module(copy.deepcopy(dense), mesh, plan)
+
+
+def stepper(module, x: torch.Tensor, dy: torch.Tensor) -> Timed:
+    """Forward and backward, the input's gradient too; returns (y, ∂L/∂x)."""
+
+    def step():
+        for q in module.parameters():
+            q.grad = None
+        xx = x.detach().requires_grad_()
+        y = module(xx)
+        y.backward(dy)
+        return y.detach(), xx.grad
+
+    return Timed(step)
+
+
+# --8<-- [end:pair]
+
+
+def local(t: torch.Tensor) -> torch.Tensor:
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
+def measure(steps: int, repeats: int, cfg: GPTConfig = CFG, rows: int = ROWS) -> dict:
+    g = torch.Generator().manual_seed(1)
+    x, dy = torch.randn(2, rows * cfg.block_size, cfg.n_embd, generator=g).to(device())
+    ours_mod, theirs_mod = mlp_pair(cfg)
+    ours, theirs = stepper(ours_mod, x, dy), stepper(theirs_mod, x, dy)
+    (y1, gx1), (y2, gx2) = ours(), theirs()  # the first warm-up step: the check
+    diffs = [(y1 - y2).abs().max(), (gx1 - gx2).abs().max()]
+    for (n, p1), p2 in zip(ours_mod.named_parameters(), theirs_mod.parameters()):
+        diffs.append((p1.grad - local(p2.grad)).abs().max())
+    times = time_pair(ours, theirs, steps, repeats, warmup=1)
+    found = comparison("tp_mlp", "dtensor", (ours, theirs), times)
+    found.update(max_abs_diff=max(d.item() for d in diffs), target=TARGET,
+                 tokens=rows * cfg.block_size, d=cfg.n_embd)  # fmt: skip
+    return found
+
+
+def sentence(r: dict, what: str, theirs: str) -> str:
+    """What the record says, and no more than its spread allows."""
+    order = {"faster": "faster than", "slower": "slower than"}.get(r["order"])
+    said = f"{order} {theirs}" if order else f"{r['order']} from {theirs}"
+    met = "within" if r["ratio"] <= r["target"] else "over"
+    return (
+        f"At {r['world_size']} ranks {what} took {r['ratio']:.2f}× the time of "
+        f"{theirs} (ratio of the medians; per repeat {r['ratio_median']:.2f}, "
+        f"quartiles {r['ratio_lo']:.2f}–{r['ratio_hi']:.2f} over {r['repeats']}): "
+        f"{said}; {met} the {r['target']}× target. CPU time of the main thread, "
+        f"ours ÷ theirs: {r['cpu_ratio']:.2f}."
+    )
+
+
+def lines(r: dict) -> list[str]:
+    head = (
+        f"MLP d={r['d']} → {4 * r['d']} → {r['d']}, {r['tokens']} tokens, fp32, "
+        f"{r['repeats']} repeats × {r['steps'] // r['repeats']} steps each, in turns"
+    )
+    ms = [Spread(*(r[f"{k}{s}"] for s in ("_s", "_lo_s", "_hi_s"))).text(1, 1e3)
+          for k in ("step_time", "torch_step_time")]  # fmt: skip
+    return [
+        head,
+        f"ours ms {ms[0]}   DTensor ms {ms[1]}   max|Δ| {r['max_abs_diff']:.1e}",
+        *textwrap.wrap(sentence(r, "our TP MLP step", "DTensor's"), width=88),
+    ]
+
+
+def parser() -> OneLineParser:
+    found = OneLineParser(prog="python -m snippets bench tp", description=SPEC.summary)
+    add_run_arguments(found)
+    add_arguments(found)
+    found.add_argument("--json", action="store_true", help="one JSON record")
+    return found
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--steps", type=positive_int, default=5)
+    parser.add_argument("--repeats", type=positive_int, default=7)
+
+
+def _rank(opts) -> dict:
+    return measure(opts.steps, opts.repeats)
+
+
+def bench(argv: list[str]) -> int:
+    opts = parser().parse_args(argv)
+
+    def body() -> int:
+        n = 2 if opts.nproc is None else opts.nproc
+        if CFG.n_embd % n:  # d and 4d are cut in n blocks: refuse before any rank
+            raise UsageError(
+                f"-n {n}: d={CFG.n_embd} is not divisible by the tensor-parallel "
+                f"size {n}; use a size that divides {CFG.n_embd}"
+            )
+        r = launch(_rank, n, opts.backend, opts.timeout or 120.0, args=(opts,))[0]
+        if int(os.environ.get("RANK", "0")) == 0:
+            print(json.dumps(r) if opts.json else "\n".join(lines(r)), flush=True)
+        return 0
+
+    return guarded(body)
+
+
+def main(steps: int = 5, repeats: int = 7) -> dict:
+    r = measure(steps, repeats)
+    for line in lines(r):
+        print0(line)
+    provenance = {"backend": dist.get_backend(), "world_size": r["world_size"]}
+    return {
+        "records": [r],
+        "verdicts": [sentence(r, "our TP MLP step", "DTensor's")],
+        "provenance": provenance,
+    }
+
+
+if __name__ == "__main__":
+    raise SystemExit(main_entry(main, SPEC))

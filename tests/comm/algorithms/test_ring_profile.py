@@ -1,0 +1,85 @@
+"""Tests for snippets.comm.algorithms.ring_profile: the per-thread clocks against the
+process's own CPU clock and the kernel's switch count, the target's outcome against the
+IQR rule, and one small run of main() on 2 ranks."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from snippets.comm.algorithms import ring_profile as P
+from snippets.core.claims import Spread, verdict
+from snippets.core.runtime import launch
+
+linux = pytest.mark.skipif(
+    not os.path.isdir("/proc/self/task"), reason="per-thread clocks need Linux /proc"
+)
+
+
+@linux
+def test_thread_clocks_add_up_to_the_process_clock_and_count_sleeps() -> None:
+    before, cpu0 = P.thread_clocks(), time.process_time()
+    sum(i * i for i in range(300_000))  # CPU in this thread
+    for _ in range(20):  # each sleep is one voluntary context switch
+        time.sleep(0.001)
+    after, cpu = P.thread_clocks(), time.process_time() - cpu0
+    spent = sum(a[0] - before.get(n, [0.0, 0.0])[0] for n, a in after.items())
+    assert cpu > 0.01 and abs(spent - cpu) < 0.1 * cpu + 0.005, (spent, cpu)
+    mine = after["python (main)"][1] - before["python (main)"][1]
+    assert mine >= 20, mine
+
+
+@pytest.mark.parametrize(
+    "spread, word",
+    [
+        (Spread(0.95, 0.92, 1.01), "met"),
+        (Spread(0.85, 0.80, 0.89), "missed"),
+        (Spread(0.93, 0.85, 1.02), "not settled"),  # the median alone would say met
+    ],
+)
+def test_the_target_outcome_is_the_iqr_against_the_target(spread, word) -> None:
+    text = P.target_sentence("64 MiB", 2, spread)
+    assert f"target: {word}" in text and spread.text() in text
+
+
+def _profile() -> dict:
+    return P.main(mib=4, rounds=3)
+
+
+@linux
+def test_main_on_two_ranks_renders_its_own_numbers() -> None:
+    out = launch(_profile, 2, backend="gloo", timeout_s=120)
+    assert out[0]["cpu_ms"] == out[1]["cpu_ms"]  # averaged over the ranks, on each
+    res = out[0]
+    ratio = Spread(*res["ratio"])
+    assert res["outcome"] == verdict(ratio, P.TARGET) and ratio.lo <= ratio.hi
+    rows = {r["per call, per rank"]: r for r in res["tables"]["threads"]}
+    for key, (col, _) in P.COLUMNS.items():
+        parts = [
+            rows[f"CPU, {w} (ms)"][col]
+            for w in ("the thread that runs it", "gloo's transport thread")
+        ]
+        assert all(x > 0 for x in parts), (col, parts)  # both threads did work
+        whole = rows["CPU, all threads (ms)"][col]
+        assert whole == pytest.approx(sum(parts) + rows["CPU, other threads (ms)"][col])
+        assert whole == pytest.approx(res["cpu_ms"][key])
+        wall = rows["wall, back to back (ms)"][col]
+        assert wall == pytest.approx(
+            parts[0] + rows["the thread that runs it, off the CPU (ms)"][col]
+        )
+    assert P.target_sentence("4 MiB", 2, ratio) in res["markdown"]["verdict"]
+
+
+def test_bad_size_is_one_line_and_exit_2() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "snippets", "run", "ring_profile", "--mib", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "--mib" in proc.stderr and "Traceback" not in proc.stderr

@@ -1,0 +1,75 @@
+"""The snippet end to end on 2 ranks, its bubble arithmetic on stamps made up by
+hand, and bad input from the command line: one line, exit 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO
+
+from snippets.core.charts import validate
+from snippets.core.cli import OneLineParser
+from snippets.core.runtime import launch
+from snippets.parallel.pipeline import pipeline_timeline as pt
+from snippets.parallel.pipeline.pipeline_schedules import schedule
+
+# gpipe, p = 2, m = 1, in ns: rank 0 F 0..1, B 3..5; rank 1 F 1..2, B 2..3
+STAMPS = [
+    [{"kind": "F", "microbatch": 0, "chunk": 0, "wait": 0, "start": 0, "end": 1},
+     {"kind": "B", "microbatch": 0, "chunk": 0, "wait": 1, "start": 3, "end": 5}],
+    [{"kind": "F", "microbatch": 0, "chunk": 0, "wait": 0, "start": 1, "end": 2},
+     {"kind": "B", "microbatch": 0, "chunk": 0, "wait": 2, "start": 2, "end": 3}],
+]  # fmt: skip
+
+
+def test_bubbles_from_stamps() -> None:
+    assert pt.executed_bubble(STAMPS) == pytest.approx(1 - 5 / 10)
+    # replayed with the same times and instant messages: rank 0's B starts at 3 too
+    assert pt.replayed_bubble(schedule("gpipe", 2, 1), STAMPS, 1) == pytest.approx(0.5)
+
+
+def test_spans_and_trace() -> None:
+    spans, trace = pt.spans_and_trace(STAMPS)
+    assert [(s["lane"], s["label"]) for s in spans][:2] == [("rank 0", "F0")] * 1 + [
+        ("rank 0", "B0")
+    ]
+    compute = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["tid"] == 0]
+    assert sorted((e["pid"], e["ts"], e["dur"]) for e in compute) == [
+        (0, 0.0, 0.001), (0, 0.003, 0.002), (1, 0.001, 0.001), (1, 0.002, 0.001)
+    ]  # fmt: skip
+    json.dumps(trace)
+
+
+def test_the_snippet_on_two_ranks(tmp_path) -> None:
+    result = launch(pt.main, 2, "gloo", 60, args=(2, 2, 1, str(tmp_path)))[0]
+    rows = result["tables"]["schedules"]
+    assert [r["schedule"] for r in rows] == ["gpipe", "1f1b", "interleaved (v=2)",
+                                             "zb-h1"]  # fmt: skip
+    for r in rows:
+        assert r["formula"] == r["dry_run"] and r["max_error"] < 1e-12
+        assert r["peak_plan"] == r["peak_autograd"]
+        assert 0 <= r["replay"] < 1 and 0 <= r["executed"] < 1
+    for spec in result["figures"].values():
+        validate(spec)
+    written = json.loads((tmp_path / "pipeline_zb-h1.json").read_text())
+    assert written == result["chrome_traces"]["zb-h1"]
+
+
+def test_the_parser_refuses_zero_micro_batches() -> None:
+    parser = OneLineParser(prog="pipeline_timeline")
+    pt.add_arguments(parser)
+    with pytest.raises(SystemExit) as exit_:
+        parser.parse_args(["--m", "0"])
+    assert exit_.value.code == 2
+
+
+def test_m_not_a_multiple_of_p_is_one_line_and_exit_2() -> None:
+    argv = ["-n", "2", "--m", "3"]  # interleaved needs groups of p = 2
+    cmd = [sys.executable, "-m", "snippets", "run", "pipeline_timeline", *argv]
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "multiple of 2" in done.stderr

@@ -43,7 +43,7 @@ from snippets.parallel.gpt_3d_model import average_gradients, rank_batch, rank_m
 from snippets.parallel.mesh import Mesh
 from snippets.parallel.pipeline.pipeline_executor import execute
 from snippets.parallel.pipeline.pipeline_schedules import NAMES, check_arguments
-from snippets.parallel.sharded.zero_training import batches
+from snippets.parallel.sharded.zero import batches
 from snippets.parallel.tensor.tp_gpt import max_difference
 
 SPEC = Spec(summary="the tiny GPT on a dp×pp×cp×tp mesh = one process", world_size=4)

@@ -24,7 +24,7 @@ from snippets.models.tiny_gpt import GPT, GPTConfig
 from snippets.parallel import gpt_3d, gpt_3d_model
 from snippets.parallel.mesh import Mesh
 from snippets.parallel.pipeline import pipeline_weight_grad
-from snippets.parallel.sharded.zero_training import batches
+from snippets.parallel.sharded.zero import batches
 from snippets.parallel.tensor.sequence_parallel import SequenceParallelAttention
 from snippets.parallel.tensor.tensor_parallel import GatherLastDim
 

@@ -13,7 +13,7 @@ from test_traffic import our_runs
 
 from snippets.core.runtime import launch
 from snippets.models.tiny_gpt import GPT, GPTConfig
-from snippets.parallel.sharded import zero, zero_training
+from snippets.parallel.sharded import zero
 from snippets.sizing import estimate, memory, presets, traffic
 
 MIXED_ZERO_PAPER = (2, 2, 12)  # fp16 weight and gradient, fp32 master + Adam
@@ -83,7 +83,7 @@ def test_bytes_per_parameter_16_and_18() -> None:
 def measure() -> list[dict]:
     """Stages 0-3 of our ZeRO on the tiny GPT, fp64 Adam: bytes held, values sent."""
     cfg, rows = GPTConfig(), []
-    data = zero_training.batches(cfg, steps=1, rows=2 * dist.get_world_size())
+    data = zero.batches(cfg, steps=1, rows=2 * dist.get_world_size())
     adam = torch.optim.Adam
     model = GPT(cfg).to(torch.float64)  # stage 0: what plain DP holds on a rank
     opt = adam(model.parameters(), lr=1e-2)
@@ -92,7 +92,7 @@ def measure() -> list[dict]:
     opt.step()
     rows.append({"stage": 0, **zero.memory_report(model, opt), "mine": None})
     for stage in (1, 2, 3):
-        module, opt, comm = zero_training.train_sharded(
+        module, opt, comm = zero.train_sharded(
             cfg, stage, adam, {"lr": 1e-2}, data, torch.float64
         )
         rows.append(

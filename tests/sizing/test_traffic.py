@@ -16,7 +16,7 @@ from snippets.models.tiny_gpt import GPT, GPTConfig
 from snippets.parallel.context import context_parallel
 from snippets.parallel.context.context_parallel_gpt import RingLog
 from snippets.parallel.pipeline.pipeline_executor import execute
-from snippets.parallel.sharded import mixed_precision, zero_training
+from snippets.parallel.sharded import mixed_precision, zero
 from snippets.parallel.tensor import sequence_parallel_memory as sp_memory
 from snippets.parallel.tensor import tp_gpt
 from snippets.parallel.tensor.sequence_parallel import (
@@ -55,8 +55,8 @@ def test_dp_is_2psi_then_3psi() -> None:
     # ZeRO paper §7: stages 0-2 move 2Ψ (as buffers: reduce-scatter + all-gather, or
     # one all-reduce of Ψ counted twice by its bus factor), stage 3 moves 3Ψ.
     psi, n = 1000, 4
-    for zero, values in ((0, 2), (1, 2), (2, 2), (3, 3)):
-        calls = traffic.dp_calls(psi, 1, 1, zero, m=1)
+    for stage, values in ((0, 2), (1, 2), (2, 2), (3, 3)):
+        calls = traffic.dp_calls(psi, 1, 1, stage, m=1)
         sent = traffic.sent_bytes(calls, n)
         assert sent == pytest.approx(values * psi * (n - 1) / n)
     # ZeRO-2 and -3 reduce every micro-batch's gradients; ZeRO-0/1 once a step
@@ -138,7 +138,7 @@ def saved_activations(cfg: GPTConfig, b: int) -> list[dict]:
 def mixed_precision_bytes(cfg: GPTConfig) -> list[dict]:
     """mixed_precision's bf16 GPT with fp32 Adam masters after one step, ZeRO 0-3:
     the bytes this rank holds (Adam's step counters left out) and its share."""
-    data = zero_training.batches(cfg, steps=1, rows=2 * dist.get_world_size())
+    data = zero.batches(cfg, steps=1, rows=2 * dist.get_world_size())
     rows = []
     for stage in range(4):
         module, opt = mixed_precision.mixed_run(

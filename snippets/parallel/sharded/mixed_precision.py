@@ -34,7 +34,7 @@ import torch.nn as nn
 from snippets.core.cli import main_entry, positive_int
 from snippets.core.runtime import Spec, print0
 from snippets.models.tiny_gpt import GPT, GPTConfig
-from snippets.parallel.sharded import zero, zero_memory, zero_training
+from snippets.parallel.sharded import zero, zero_memory
 
 SPEC = Spec(
     summary="bf16 weights, fp32 masters: 16 bytes a parameter, ZeRO 1-3", world_size=2
@@ -120,7 +120,7 @@ def mixed_run(cfg: GPTConfig, stage: int, optimizer_class, kwargs: dict, data: l
     on the whole batch, stages 1-3 ZeRO on this rank's rows."""
     masters = with_master_weights(optimizer_class)
     if stage > 0:
-        return zero_training.train_sharded(
+        return zero.train_sharded(
             cfg, stage, masters, kwargs, data, LOW, make=bf16_gpt
         )[:2]
     model = bf16_gpt(cfg)
@@ -161,17 +161,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(steps: int = 3) -> dict:
     cfg, N = GPTConfig(), dist.get_world_size()
-    psi, data = cfg.num_params(), zero_training.batches(cfg, steps, rows=2 * N)
+    psi, data = cfg.num_params(), zero.batches(cfg, steps, rows=2 * N)
     sgd, kw = torch.optim.SGD, {"lr": 0.1}
     start = flat(bf16_gpt(cfg).parameters())
     names = [name for name, _ in GPT(cfg).named_parameters()]  # the tied head once
-    fp32 = zero_training.train_single(cfg, sgd, kw, data, torch.float32, bf16_gpt)
+    fp32 = zero.train_single(cfg, sgd, kw, data, torch.float32, bf16_gpt)
     ref = flat(fp32[n] for n in names)
 
     def update_error(w: torch.Tensor) -> float:
         return ((w - ref).norm() / (ref - start).norm()).item()
 
-    alone = zero_training.train_single(cfg, sgd, kw, data, LOW, bf16_gpt)
+    alone = zero.train_single(cfg, sgd, kw, data, LOW, bf16_gpt)
     alone_error = update_error(flat(alone[n] for n in names))
     assert alone_error > UPDATE_TOLERANCE, f"bf16 alone: {alone_error:.1e} is close"
     rows = []

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+from typing import Callable
 
 import torch
 import torch.distributed as dist
@@ -38,8 +39,8 @@ import torch.nn as nn
 
 from snippets.core.cli import main_entry, positive_int
 from snippets.core.runtime import Spec, UsageError, print0
-from snippets.models.tiny_gpt import GPTConfig
-from snippets.parallel.sharded import zero_memory, zero_training, zero_units
+from snippets.models.tiny_gpt import GPT, GPTConfig
+from snippets.parallel.sharded import zero_memory, zero_units
 from snippets.parallel.sharded.zero_shards import CommCounter, Piece, storage_bytes
 from snippets.parallel.sharded.zero_units import Unit
 
@@ -158,14 +159,80 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=positive_int, default=2, help="Adam steps")
 
 
+# --- Training loops the checks compare: sharded on every rank, and the single process
+# that sees the whole (concatenated) batch. Rank r trains on rows [r·b, (r+1)·b) of each
+# global batch of N·b sequences; the mean of the ranks' mean losses is the global mean
+# loss, so the mean of their gradients is the single process's gradient and the trained
+# weights must agree. With k micro-steps a rank splits its rows into k micro-batches and
+# backpropagates each mean loss ÷ k: the accumulated gradient is its rows' mean
+# gradient, as one big step's is.
+
+
+def batches(cfg: GPTConfig, steps: int, rows: int, seed: int = 1) -> list:
+    """(idx, targets), each (rows, block_size), one pair per step."""
+    g = torch.Generator().manual_seed(seed)
+    shape = (2, rows, cfg.block_size)
+    return [torch.randint(cfg.vocab_size, shape, generator=g) for _ in range(steps)]
+
+
+def train_single(cfg, optimizer_class, kwargs, data, dtype, make=GPT) -> dict:
+    """One process, the whole batch, one backward a step: the oracle. Returns its state
+    dict. ``make(cfg)`` builds the model (the tiny GPT unless a test varies it)."""
+    model = make(cfg).to(dtype)
+    optimizer = optimizer_class(model.parameters(), **kwargs)
+    for idx, targets in data:
+        optimizer.zero_grad()
+        model(idx, targets)[1].backward()
+        optimizer.step()
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def train_sharded(
+    cfg,
+    stage: int,
+    optimizer_class,
+    kwargs: dict,
+    data: list,
+    dtype: torch.dtype,
+    group: dist.ProcessGroup | None = None,
+    make: Callable[[GPTConfig], nn.Module] = GPT,
+    micro_steps: int = 1,
+):
+    """ZeRO on this rank's rows, in ``micro_steps`` micro-batches a step. Returns
+    (module, optimizer, values communicated per step) with the last step's gradients
+    and state still held, for memory_report."""
+    rank, N = dist.get_rank(group), dist.get_world_size(group)
+    module, optimizer = shard(
+        make(cfg).to(dtype), optimizer_class, stage, group, **kwargs
+    )
+    per_step = []
+    for idx, targets in data:
+        b = idx.shape[0] // N  # this rank's rows
+        m = b // micro_steps  # rows per micro-batch
+        assert m * micro_steps == b, f"{b} rows do not split into {micro_steps}"
+        optimizer.zero_grad()
+        optimizer.comm.reset()
+        for k in range(micro_steps):
+            rows = slice(rank * b + k * m, rank * b + (k + 1) * m)
+            loss = module(idx[rows], targets[rows])[1]
+            (loss / micro_steps).backward()  # Σ over k of mean ÷ k: the mean
+        optimizer.step()
+        per_step.append(dict(optimizer.comm.elements))
+    return module, optimizer, per_step
+
+
+def max_difference(state: dict, reference: dict) -> float:
+    return max((state[k] - reference[k]).abs().max().item() for k in reference)
+
+
 def main(stage: int | None = None, steps: int = 2) -> dict:
     cfg, N = GPTConfig(), dist.get_world_size()
-    data = zero_training.batches(cfg, steps, rows=2 * N)
+    data = batches(cfg, steps, rows=2 * N)
     adam, kw, dt = torch.optim.Adam, {"lr": 1e-2}, torch.float64  # 8 B a value
-    reference = zero_training.train_single(cfg, adam, kw, data, dt)
+    reference = train_single(cfg, adam, kw, data, dt)
     psi, rows = cfg.num_params(), []
     for s in (1, 2, 3) if stage is None else (stage,):
-        module, opt, comm = zero_training.train_sharded(cfg, s, adam, kw, data, dt)
+        module, opt, comm = train_sharded(cfg, s, adam, kw, data, dt)
         calls = dict(opt.comm.calls)  # the last step's
         n = len(opt.units) if s == 3 else len(opt.pieces)  # a unit, or a parameter
         gathers = 2 * n if s == 3 else n  # stage 3 gathers again for the backward
@@ -177,7 +244,7 @@ def main(stage: int | None = None, steps: int = 2) -> dict:
         exact = zero_memory.sharded_bytes(s, psi, mine, 8, 8, 16)["total"]
         assert held == exact, f"stage {s}: holds {held} B, its shards say {exact}"
         state = full_state_dict(module)
-        delta = torch.tensor(zero_training.max_difference(state, reference))
+        delta = torch.tensor(max_difference(state, reference))
         dist.all_reduce(delta, op=dist.ReduceOp.MAX)
         assert delta.item() < 1e-12, f"stage {s}: {delta.item():.1e} from one process"
         sent = sum(comm[-1].values())

@@ -23,7 +23,7 @@ from torch.nn.parallel import DistributedDataParallel
 from snippets.core.cli import OneLineParser
 from snippets.core.runtime import UsageError, launch
 from snippets.models.tiny_gpt import GPT, GPTConfig
-from snippets.parallel.sharded import mixed_precision, zero, zero_memory, zero_training
+from snippets.parallel.sharded import mixed_precision, zero, zero_memory
 
 CFG = GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_head=2, n_embd=32)
 # 4 and 5 ranks on 2 cores wait on every collective: 11 parameters instead of 36
@@ -84,7 +84,7 @@ def stage_row(module, opt, comm, oracles: dict, **extra) -> dict:
         "padded": sum(pc.N * pc.s for pc in opt.pieces),
         "pieces": len(opt.pieces),
         "comm": comm,
-        "vs": {k: zero_training.max_difference(state, v) for k, v in oracles.items()},
+        "vs": {k: zero.max_difference(state, v) for k, v in oracles.items()},
         **extra,
     }
 
@@ -96,10 +96,10 @@ def checks() -> dict:
     (the key bias: softmax ignores a constant added to every score) steps ±lr on
     rounding noise alone, in one process as much as in several."""
     N = dist.get_world_size()
-    data = zero_training.batches(CFG, steps=2, rows=2 * N)
+    data = zero.batches(CFG, steps=2, rows=2 * N)
     adam, kw = OPTIMIZERS["adam"]
     oracles = {
-        "single": zero_training.train_single(CFG, adam, kw, data, F64),
+        "single": zero.train_single(CFG, adam, kw, data, F64),
         "torch_zero": torch_zero(data),
         "fsdp2": torch_fsdp2(data),
     }
@@ -107,14 +107,12 @@ def checks() -> dict:
     out["main"] = zero.main(steps=1) if N == 3 else None
     out["mixed"] = mixed_precision.main(steps=2) if N == 2 else None
     for stage in (1, 2, 3):
-        trained = zero_training.train_sharded(CFG, stage, adam, kw, data, F64)
+        trained = zero.train_sharded(CFG, stage, adam, kw, data, F64)
         out["rows"].append(stage_row(*trained, oracles, optimizer="adam", stage=stage))
     sgd, kw = OPTIMIZERS["sgd"]
-    fp32 = zero_training.train_single(CFG, sgd, kw, data, torch.float32)
+    fp32 = zero.train_single(CFG, sgd, kw, data, torch.float32)
     for stage in (1, 2, 3):
-        module = zero_training.train_sharded(CFG, stage, sgd, kw, data, torch.float32)[
-            0
-        ]
+        module = zero.train_sharded(CFG, stage, sgd, kw, data, torch.float32)[0]
         out["fp32"][stage] = mismatch(zero.full_state_dict(module), fp32)
     out["edges"] = edge_checks() if N == 3 else None
     return out
@@ -137,13 +135,13 @@ def edge_checks() -> list[dict]:
     """SGD, which sees a wrongly scaled loss (Adam would not), 2 micro-steps of loss ÷ 2
     a step, against one process taking one backward over the whole batch."""
     N = dist.get_world_size()
-    data = zero_training.batches(CFG, steps=2, rows=2 * N)
+    data = zero.batches(CFG, steps=2, rows=2 * N)
     sgd, kw = OPTIMIZERS["sgd"]
-    single = zero_training.train_single(CFG, sgd, kw, data, F64, make=edge_model)
+    single = zero.train_single(CFG, sgd, kw, data, F64, make=edge_model)
     init = edge_model(CFG).to(F64).state_dict()
     rows = []
     for stage in (1, 2, 3):
-        module, opt, _ = zero_training.train_sharded(
+        module, opt, _ = zero.train_sharded(
             CFG, stage, sgd, kw, data, F64, make=edge_model, micro_steps=2
         )
         state = zero.full_state_dict(module)
@@ -152,7 +150,7 @@ def edge_checks() -> list[dict]:
         rows.append(
             {
                 "stage": stage,
-                "vs_single": zero_training.max_difference(state, single),
+                "vs_single": zero.max_difference(state, single),
                 "moved": {k: not torch.equal(state[k], init[k]) for k in watched},
                 "frozen_flags": [
                     n for n, p in module.named_parameters() if not p.requires_grad
@@ -174,15 +172,13 @@ def wide_checks() -> dict[int, dict]:
     for N, group in ((4, dist.new_group([0, 1, 2, 3])), (5, None)):
         if dist.get_rank() >= N:
             continue
-        data = zero_training.batches(WIDE, steps=2, rows=2 * N)
-        oracles = {"single": zero_training.train_single(WIDE, adam, kw, data, F64)}
+        data = zero.batches(WIDE, steps=2, rows=2 * N)
+        oracles = {"single": zero.train_single(WIDE, adam, kw, data, F64)}
         if N == 5:
             oracles["fsdp2"] = torch_fsdp2(data, WIDE)
         rows = []
         for stage in (1, 2, 3):
-            trained = zero_training.train_sharded(
-                WIDE, stage, adam, kw, data, F64, group
-            )
+            trained = zero.train_sharded(WIDE, stage, adam, kw, data, F64, group)
             rows.append(stage_row(*trained, oracles, optimizer="adam", stage=stage))
         out[N] = {"rows": rows, "psi": WIDE.num_params(), "main": None, "fp32": {}}
     return out
@@ -360,3 +356,42 @@ def test_cli_stage_4_is_one_line_and_exit_2() -> None:
     done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+# The training loops' own checks: deterministic batches, the single-process oracle is
+# a hand-written SGD step, max_difference is the largest absolute gap.
+SMALL = GPTConfig(vocab_size=16, block_size=8, n_layer=1, n_head=2, n_embd=16)
+
+
+def test_batches_shape_range_and_seed() -> None:
+    data = zero.batches(SMALL, steps=3, rows=5)
+    assert len(data) == 3
+    for idx, targets in data:
+        assert idx.shape == targets.shape == (5, 8)
+        assert 0 <= int(idx.min()) and int(idx.max()) < 16
+    again = zero.batches(SMALL, steps=3, rows=5)
+    assert all(torch.equal(a, b) for a, b in zip(data, again))
+    assert not torch.equal(data[0], zero.batches(SMALL, 1, 5, seed=2)[0])
+
+
+def test_train_single_is_two_plain_sgd_steps() -> None:
+    data = zero.batches(SMALL, steps=2, rows=3)
+    torch.manual_seed(0)
+    got = zero.train_single(SMALL, torch.optim.SGD, {"lr": 0.1}, data, torch.float64)
+    torch.manual_seed(0)
+    model = GPT(SMALL).to(torch.float64)
+    for idx, targets in data:
+        model.zero_grad()
+        model(idx, targets)[1].backward()
+        with torch.no_grad():
+            for p in model.parameters():
+                p -= 0.1 * p.grad
+    want = model.state_dict()
+    assert zero.max_difference(got, want) < 1e-12
+    assert zero.max_difference(got, GPT(SMALL).to(torch.float64).state_dict()) > 1e-3
+
+
+def test_max_difference_by_hand() -> None:
+    a = {"x": torch.tensor([1.0, 5.0]), "y": torch.tensor([[0.0]])}
+    b = {"x": torch.tensor([1.5, 2.0]), "y": torch.tensor([[-0.25]])}
+    assert zero.max_difference(a, b) == 3.0

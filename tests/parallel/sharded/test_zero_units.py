@@ -16,7 +16,7 @@ import torch.nn as nn
 
 from snippets.core.runtime import launch
 from snippets.models.tiny_gpt import GPT, GPTConfig
-from snippets.parallel.sharded import zero, zero_training
+from snippets.parallel.sharded import zero
 from snippets.parallel.sharded.zero_shards import CommCounter, Piece
 from snippets.parallel.sharded.zero_units import Unit
 
@@ -86,9 +86,9 @@ def gpt_runs() -> dict:
     """Stage 3 on the tiny GPT: collective calls per step and the units' states, then
     the frozen-and-unused model with 2 micro-steps, against one process."""
     N = dist.get_world_size()
-    data = zero_training.batches(CFG, steps=2, rows=2 * N)
+    data = zero.batches(CFG, steps=2, rows=2 * N)
     sgd, kw = torch.optim.SGD, {"lr": 0.1}
-    single = zero_training.train_single(CFG, sgd, kw, data, F64)
+    single = zero.train_single(CFG, sgd, kw, data, F64)
     module, opt = zero.shard(GPT(CFG).to(F64), sgd, 3, **kw)
     seen: list = []
     watch(module, opt.units, seen)
@@ -102,7 +102,7 @@ def gpt_runs() -> dict:
         opt.step()
         per_step.append((dict(opt.comm.calls), dict(opt.comm.elements)))
     state = zero.full_state_dict(module)
-    other, unused, _ = zero_training.train_sharded(
+    other, unused, _ = zero.train_sharded(
         CFG, 3, sgd, kw, data, F64, make=with_unused, micro_steps=2
     )
     return {
@@ -110,7 +110,7 @@ def gpt_runs() -> dict:
         "units": len(opt.units),
         "pieces": len(opt.pieces),
         "padded": sum(pc.N * pc.s for pc in opt.pieces),
-        "vs_single": zero_training.max_difference(state, single),
+        "vs_single": zero.max_difference(state, single),
         "seen": seen[: 2 * CFG.n_layer],  # the first step's
         "unused_calls": dict(unused.comm.calls),
         "unused_grad": next(

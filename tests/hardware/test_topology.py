@@ -161,7 +161,18 @@ def test_diagram_is_written_as_a_results_part(tmp_path: Path) -> None:
     _results.write(tmp_path, "topology", record)
     text = (tmp_path / "topology.diagram.md").read_text(encoding="utf-8")
     assert text.startswith("```mermaid\nflowchart LR") and "cp-provenance" in text
-    assert (tmp_path / "topology.tp_groups.md").exists()
+    rows = [  # the rendered table, row by row, back to cells
+        [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+        for line in (tmp_path / "topology.tp_groups.md").read_text().splitlines()
+        if line.startswith("| ") and not line.startswith("| TP size")
+    ]
+    data = record["result"]["tables"]["tp_groups"]
+    assert [r[0] for r in rows] == [str(d["TP size"]) for d in data] == ["2", "4"]
+    for cells, d in zip(rows, data):  # each row partitions the 8 GPUs into groups
+        groups = [sorted(map(int, g.split(","))) for g in cells[1].split(" | ")]
+        assert sorted(sum(groups, [])) == list(range(8))
+        assert {len(g) for g in groups} == {d["TP size"]}
+        assert float(cells[2]) == d["slowest link inside (GB/s)"]
 
 
 def nvidia_smi(*args: str) -> str:

@@ -1,29 +1,53 @@
-"""The worked examples: the self-checks pass, and the tables say what the formulas
-say (ZeRO shrinks only the model states; the halving removes 6LHQT a token)."""
+"""The worked examples against figures that do not come from the calculator: the
+ZeRO paper's 16Ψ, Megatron's 18 bytes, the 6·L·h·s a token that causal masking
+saves, Llama 3 8B's published parameter count; and the self-check that guards every
+"our runs" row fails when the calculator drifts from the measurement."""
 
 from __future__ import annotations
 
+import pytest
+
 from snippets.models.tiny_gpt import GPTConfig
-from snippets.sizing import sizing_examples
+from snippets.sizing import activations, params, sizing_examples
+
+LLAMA3_8B_PARAMS = 8.03e9  # Llama 3 paper, Table 3
 
 
-def test_main_tables() -> None:
-    tables = sizing_examples.main()["tables"]
+@pytest.fixture(scope="module")
+def tables() -> dict:
+    return sizing_examples.main()["tables"]
+
+
+def test_zero_shrinks_the_model_states_only(tables: dict) -> None:
     stages = tables["zero_stages"]
     totals = [r["total GB"] for r in stages]
     assert totals == sorted(totals, reverse=True) and len(set(totals)) == 4
-    assert len({r["activations GB"] for r in stages}) == 1  # ZeRO leaves them alone
+    assert len({r["activations GB"] for r in stages}) == 1
+
+
+def test_published_conventions(tables: dict) -> None:
     full, halved = (r["GFLOP/token"] for r in tables["causal"])
-    assert abs((full - halved) - 6 * 32 * 4096 * 8192 / 1e9) < 0.1
+    L, h, s = 32, 4096, 8192  # Llama 3 8B at the example's sequence length
+    assert abs((full - halved) - 6 * L * h * s / 1e9) < 0.1
     assert [r["DP B/param"] for r in tables["bytes"][:2]] == [16, 18]
-    # our runs: each row's measurement is the calculator's plus its stated difference
+
+
+def test_our_runs_against_the_model_and_the_zero_paper(tables: dict) -> None:
     cfg, rows = GPTConfig(), tables["our_runs"]
-    assert rows[0]["measured"] == cfg.num_params()
-    for r in rows:
-        assert r["calculator"] + r["known difference"] == r["measured"]
+    assert rows[0]["measured"] == cfg.num_params()  # the model counts itself
     assert rows[2]["measured"] == 16 * cfg.num_params()  # the ZeRO paper's 16Ψ
-    # Llama 3 8B: the parts add up to the total; torchtitan's 82.4 GiB in GB
+
+
+def test_fsdp_model_states_of_llama3_8b(tables: dict) -> None:
     gb = {r[""]: r["GB"] for r in tables["torchtitan"]}
-    total = gb.pop("calculator, total")
-    measured = gb.pop("torchtitan, measured peak reserved (82.4 GiB)")
-    assert abs(sum(gb.values()) - total) < 0.2 and measured == 88.5
+    states = gb["model states (2 + 4 + 12 B a parameter, ÷ 8)"]
+    assert states == pytest.approx(LLAMA3_8B_PARAMS * 18 / 8 / 1e9, abs=0.1)
+
+
+@pytest.mark.parametrize("part", ["count", "layer_bytes"])
+def test_a_calculator_that_drifts_fails_the_self_check(monkeypatch, part) -> None:
+    module = params if part == "count" else activations
+    real = getattr(module, part)
+    monkeypatch.setattr(module, part, lambda *a, **k: real(*a, **k) + 1)
+    with pytest.raises(AssertionError):
+        sizing_examples.our_runs()

@@ -1,6 +1,8 @@
 """The house's triad: every concept is a module, a note and a test. Every registered
-snippet has a note that embeds it and a test file that mirrors it; every section a
-module marks for a note is embedded by one, and every section a note embeds exists.
+snippet has a note that embeds it and a test file that mirrors it (so does every
+runtime module in core; a building block is tested through a concept that uses it);
+every section a module marks for a note is embedded by one, and every section a note
+embeds exists.
 Plus the two size rules a reader's eye relies on: a section a note shows is about 120
 lines at most, and every line fits 88 columns. A module is as long as its one concept
 needs; what is capped is what a reader sees."""
@@ -52,14 +54,39 @@ def test_every_snippet_has_a_note_that_embeds_it() -> None:
     assert not orphans, f"snippets no note embeds: {orphans}"
 
 
-def test_every_module_has_its_mirrored_test_file() -> None:
-    missing = []
-    for dotted in registry.module_names():  # snippets, and the modules they build on
-        *package, name = dotted.split(".")[1:]  # snippets.comm.x → comm, x
-        expected = REPO.joinpath("tests", *package, f"test_{name}.py")
-        if not expected.is_file():
-            missing.append(str(expected.relative_to(REPO)))
+def mirrored_test_file(dotted: str) -> Path:
+    *package, name = dotted.split(".")[1:]  # snippets.comm.cost.x → comm, cost, x
+    return REPO.joinpath("tests", *package, f"test_{name}.py")
+
+
+def test_every_snippet_and_core_module_has_its_mirrored_test_file() -> None:
+    core = [n for n in registry.module_names() if n.startswith("snippets.core.")]
+    concepts = [e.module.__name__ for e in registry.snippets_by_name().values()]
+    missing = [
+        str(mirrored_test_file(dotted).relative_to(REPO))
+        for dotted in concepts + core
+        if not mirrored_test_file(dotted).is_file()
+    ]
     assert not missing, f"missing test files: {missing}"
+
+
+def test_every_helper_is_tested_through_a_concept() -> None:
+    """A module without SPEC is a building block: a tested snippet must import it (or
+    it has a test file of its own)."""
+    snippets = [e.module.__name__ for e in registry.snippets_by_name().values()]
+    reached = set()
+    for dotted in snippets:
+        if mirrored_test_file(dotted).is_file():
+            reached |= registry.import_closure(registry.module_path(dotted))
+    untested = [
+        dotted
+        for dotted in registry.module_names()
+        if dotted not in snippets
+        and not dotted.startswith("snippets.core.")  # held to a test file above
+        and registry.module_path(dotted).resolve() not in reached
+        and not mirrored_test_file(dotted).is_file()
+    ]
+    assert not untested, f"helpers no tested snippet uses: {untested}"
 
 
 def test_every_marked_section_is_embedded_by_a_note() -> None:

@@ -46,11 +46,14 @@ lint: $(BIN)/.installed
 
 # The suite runs in TEST_JOBS processes, each test file whole in one of them (a file's
 # fixtures launch ranks once). run-all goes first, alone: its benchmarks time on a quiet
-# machine, and the suite then finds every result cached.
+# machine, and the suite then finds every result cached. The JavaScript ports of the
+# sizing formulas and the viewer's overlay are held to goldens the Python writes now.
 TEST_JOBS ?= 2
 
 test: install lint
 	$(BIN)/python -m snippets run-all
+	$(BIN)/python tests/js/write_goldens.py
+	node --test tests/js/
 	$(BIN)/python -m pytest --codeblocks -n $(TEST_JOBS) --dist loadfile
 
 gpu-check: $(if $(filter $(BIN)/python,$(GPU_PYTHON)),$(BIN)/.installed)

@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import re
+import xml.etree.ElementTree as ET
 from email.utils import format_datetime, parsedate_to_datetime
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -91,65 +92,59 @@ def series_slug(series: str, config) -> str:
     return blog.categories_slugify(series, blog.categories_slugify_separator)
 
 
-ITEM = re.compile(r"\s*<item>.*?</item>", re.S)
-CATEGORY = re.compile(r"<category>(.*?)</category>", re.S)
+ATOM = "http://www.w3.org/2005/Atom"
+DC = "http://purl.org/dc/elements/1.1/"
 
 
-def _unescape(text: str) -> str:
-    return (
-        text.replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&quot;", '"')
-        .replace("&#39;", "'")
-        .replace("&amp;", "&")
-    )
+def parse(text: str) -> tuple[str, ET.Element, str]:
+    """An RSS document as (what comes before ``<rss>``: the XML declaration and the
+    stylesheet instruction, which ElementTree does not keep; the ``<rss>`` element;
+    what comes after it). Its namespace prefixes are kept for :func:`unparse`."""
+    pull = ET.XMLPullParser(events=("start-ns",))
+    pull.feed(text)
+    for _, (prefix, uri) in pull.read_events():
+        ET.register_namespace(prefix, uri)
+    ET.register_namespace("dc", DC)  # settle() may add dc:creator
+    end = text.rindex("</rss>") + len("</rss>")
+    return text[: text.index("<rss")], ET.fromstring(text), text[end:]
+
+
+def unparse(before: str, rss: ET.Element, after: str) -> str:
+    return before + ET.tostring(rss, encoding="unicode") + after
 
 
 def series_rss(whole: str, series: str, title: str, self_url: str) -> str:
     """The whole-site RSS text with only the items that have ``series`` among their
     categories, and the channel's title and self link made the series'."""
-    items = [m.group(0) for m in ITEM.finditer(whole)]
-    keep = [
-        item
-        for item in items
-        if series in [_unescape(c.strip()) for c in CATEGORY.findall(item)]
-    ]
-    first = ITEM.search(whole)
-    head = whole[: first.start()] if first else whole.split("</channel>")[0]
-    tail = whole[whole.rfind("</item>") + len("</item>") :] if first else ""
-    head = re.sub(
-        r"<title>.*?</title>", f"<title>{_escape(title)}</title>", head, count=1
-    )
-    head = re.sub(r'(<atom:link href=")[^"]*(")', rf"\g<1>{self_url}\2", head, count=1)
-    return head + "".join(keep) + tail
+    before, rss, after = parse(whole)
+    channel = rss.find("channel")
+    for item in channel.findall("item"):
+        if series not in [(c.text or "").strip() for c in item.findall("category")]:
+            channel.remove(item)
+    channel.find("title").text = title
+    channel.find(f"{{{ATOM}}}link").set("href", self_url)
+    return unparse(before, rss, after)
 
 
-def settle(rss: str) -> str:
+def settle(text: str) -> str:
     """No image element without an image (the template writes ``<url>None</url>``),
     the author as ``dc:creator`` where it is a name (RSS 2.0's ``managingEditor`` is an
     email address), and the channel dated by its newest note, not by the build."""
-    rss = re.sub(r"\s*<image>\s*<url>None</url>.*?</image>", "", rss, flags=re.S)
-    rss = re.sub(
-        r"<managingEditor>([^<@]*)</managingEditor>",
-        r"<dc:creator>\1</dc:creator>",
-        rss,
-    )
-    dates = [
-        parsedate_to_datetime(d)
-        for item in ITEM.findall(rss)
-        for d in re.findall(r"<pubDate>(.*?)</pubDate>", item)
-    ]
+    before, rss, after = parse(text)
+    channel = rss.find("channel")
+    for image in channel.findall("image"):
+        if image.findtext("url") == "None":
+            channel.remove(image)
+    for editor in channel.findall("managingEditor"):
+        if "@" not in (editor.text or ""):
+            editor.tag = f"{{{DC}}}creator"
+    dates = [parsedate_to_datetime(d.text) for d in channel.iterfind("item/pubDate")]
     if dates:
         newest = format_datetime(max(dates))
         for tag in ("pubDate", "lastBuildDate"):
-            head, sep, rest = rss.partition("<item>")
-            head = re.sub(rf"<{tag}>.*?</{tag}>", f"<{tag}>{newest}</{tag}>", head, 1)
-            rss = head + sep + rest
-    return rss
-
-
-def _escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+            for stamp in channel.findall(tag):
+                stamp.text = newest
+    return unparse(before, rss, after)
 
 
 def series_json(whole: dict, series: str, title: str, self_url: str) -> dict:

@@ -8,8 +8,8 @@
   previous / next are the series' neighbours (not the blog's, by date): one "next".
 * each series page lists its notes oldest first, on one page.
 * ``<!-- repo_url -->`` anywhere becomes the repository's address (``repo_url``), or,
-  when the build knows none, ``REPOSITORY-URL`` (hooks/pages.py finds no link it
-  could trust, and the page does not invent one).
+  when the build knows none, ``REPOSITORY-URL`` (hooks/repo_links.py finds no link
+  it could trust, and the page does not invent one).
 
 A note is ``docs/blog/posts/*.md``; its series is its first category, its date the
 scalar ``date:`` of its front matter.

@@ -3,7 +3,7 @@
 mermaid, KaTeX and Vega (vega, vega-lite, vega-embed) come from npm packages installed
 at build time (``npm ci``, pinned by package-lock.json, git-ignored); this hook copies
 the files the pages load into the built site, so no page ever asks a CDN or a font
-host for anything. ``hooks/charts.py`` decides which pages load the Vega files.
+host for anything. ``hooks/page_assets.py`` says which pages load which of them.
 """
 
 from __future__ import annotations

@@ -15,6 +15,22 @@ import snippets  # noqa: F401
 REPO = Path(__file__).resolve().parents[1]
 
 
+def load_hook(name: str):
+    """``hooks/<name>.py`` as mkdocs loads it: its folder on ``sys.path`` while it runs,
+    so that it can import the modules beside it."""
+    import importlib.util
+
+    path = REPO / "hooks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"{name}_hook", path)
+    hook = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec.loader.exec_module(hook)
+    finally:
+        sys.path.remove(str(path.parent))
+    return hook
+
+
 def _live_processes() -> dict[int, tuple[int, bytes]]:
     """pid -> (parent pid, command line) for every process that is not a zombie."""
     table = {}

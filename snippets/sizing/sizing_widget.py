@@ -7,8 +7,8 @@ precision and optimizer, :data:`~snippets.sizing.estimate.DEFAULTS`, the options
 ``python -m snippets size`` (flag, type, choices, default, help), so the page reads a
 configuration as the CLI does and says the same one line when it cannot, and the
 chart palette. :func:`widget_html` puts it in a ``<figure class="cp-sizing">`` that
-the note includes from ``results/``; ``hooks/charts.py`` gives that page the widget's
-scripts and stylesheet.
+the note includes from ``results/``; ``hooks/page_assets.py`` gives that page the
+widget's scripts and stylesheet.
 
     python -m snippets run sizing_widget
 """

@@ -1,11 +1,12 @@
 """The viewer's page: a standalone folder that works from file://, or a note's block.
 
 ``write_page(graph, out_dir)`` writes ``graph.js`` (``window.MODEL_GRAPH = {...};``: a
-script, not JSON, since a page opened from file:// may not ``fetch``), the page's own
-script and style from ``docs/assets/viewer/``, the sizing calculator's formulas
-(``docs/assets/sizing/formulas.js``: the overlay's bytes), dagre's browser build from
-``node_modules`` (``npm ci`` installs it) and an ``index.html`` that loads them by
-relative path: the folder can be moved, mailed or opened offline.
+script, not JSON, since a page opened from file:// may not ``fetch``), the scripts and
+styles a site page with a viewer loads (``hooks/page_assets.py`` lists them: the
+viewer's own from ``docs/assets/``, the sizing calculator's formulas for the overlay's
+bytes, dagre's browser build from ``node_modules``, which ``npm ci`` installs) and an
+``index.html`` that loads them by relative path: the folder can be moved, mailed or
+opened offline.
 
 ``embed_html(graph, start)`` is the same figure for a note: the graph inline as JSON in
 a ``<figure class="cp-viewer">``, which tells the site's hook to load the scripts, and
@@ -15,6 +16,7 @@ the degrees the overlay opens with (``start``, e.g. ``{"tp": 2, "pp": 2}``).
 from __future__ import annotations
 
 import html
+import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -22,11 +24,8 @@ from pathlib import Path
 from snippets.core.errors import UsageError
 from snippets.core.registry import REPO_DIR
 
-ASSETS = REPO_DIR / "docs" / "assets" / "viewer"
+DOCS = REPO_DIR / "docs"
 DAGRE = REPO_DIR / "node_modules" / "@dagrejs" / "dagre" / "dist" / "dagre.min.js"
-FORMULAS = REPO_DIR / "docs" / "assets" / "sizing" / "formulas.js"
-DOM = REPO_DIR / "docs" / "assets" / "javascripts" / "dom.js"  # shared DOM builders
-SCRIPTS = ["dagre.min.js", "dom.js", "formulas.js", "overlay.js", "viewer.js"]  # order
 MARKER = '<figure class="cp-viewer">'
 
 PAGE = """<!doctype html>
@@ -35,7 +34,7 @@ PAGE = """<!doctype html>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{title}</title>
-<link rel="stylesheet" href="viewer.css">
+{styles}
 <style>body {{ font-family: system-ui, sans-serif; margin: 1rem 2rem; }}</style>
 </head>
 <body class="cp-viewer-page">
@@ -63,27 +62,50 @@ def summary(graph: dict) -> str:
     )
 
 
+def site_assets() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(scripts in load order, stylesheets) of a site page holding :data:`MARKER`,
+    paths under the site's root, as ``hooks/page_assets.py`` gives them."""
+    path = REPO_DIR / "hooks" / "page_assets.py"
+    spec = importlib.util.spec_from_file_location("page_assets", path)
+    table = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(table)
+    loads = table.needs(MARKER)
+    return loads.scripts, loads.styles
+
+
+def source(site_path: str) -> Path:
+    """Where a file of the built site comes from: the vendored ones from
+    ``node_modules``, the site's own from ``docs/``."""
+    if site_path.startswith("assets/vendor/"):
+        if site_path.endswith("/dagre.min.js"):
+            return DAGRE
+        raise UsageError(f"the viewer page cannot copy {site_path}")
+    return DOCS / site_path
+
+
 def write_page(graph: dict, out_dir: Path) -> Path:
     """Write the standalone viewer into ``out_dir``; return its ``index.html``."""
     if not DAGRE.is_file():
         raise UsageError(
             f"{DAGRE.relative_to(REPO_DIR)} is missing: run 'npm ci' first"
         )
+    scripts, styles = site_assets()
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "graph.js").write_text(
             f"window.MODEL_GRAPH = {inline_json(graph)};\n", encoding="utf-8"
         )
-        shutil.copy2(DAGRE, out_dir / "dagre.min.js")
-        shutil.copy2(FORMULAS, out_dir / "formulas.js")
-        shutil.copy2(DOM, out_dir / "dom.js")
-        for name in ("overlay.js", "viewer.js", "viewer.css"):
-            shutil.copy2(ASSETS / name, out_dir / name)
-        scripts = "\n".join(f'<script src="{s}"></script>' for s in SCRIPTS)
+        for site_path in scripts + styles:  # into one flat folder
+            shutil.copy2(source(site_path), out_dir / Path(site_path).name)
         page = PAGE.format(
             title=html.escape(f"{graph['model']}: model viewer"),
             summary=html.escape(summary(graph)),
-            scripts=scripts,
+            styles="\n".join(
+                f'<link rel="stylesheet" href="{Path(s).name}">' for s in styles
+            ),
+            scripts="\n".join(
+                f'<script src="{Path(s).name}"></script>' for s in scripts
+            ),
         )
         index = out_dir / "index.html"
         index.write_text(page, encoding="utf-8")

@@ -14,11 +14,11 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from conftest import load_hook
 
 pytestmark = pytest.mark.browser
 
 CHART = '<figure class="cp-chart">'
-CHART_CODE = re.compile(r"/assets/(vendor/vega/|javascripts/charts\.js)")
 FLAGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -171,18 +171,23 @@ OVERFLOWING_CODE = """() => [...document.querySelectorAll(
   .filter(([i, scroll, client]) => scroll > client)"""
 
 
-def test_every_page_offline_chart_code_only_on_chart_pages_no_code_scrolls(
+def test_every_page_offline_loads_what_it_needs_no_code_scrolls(
     page, served, built_site
 ) -> None:
-    """One visit per page (there are many) checks three things."""
+    """One visit per page (there are many) checks three things: nothing asked of
+    another host, exactly the files hooks/page_assets.py names for the page's markers
+    requested (no Vega without a chart, no KaTeX without math), no code that scrolls."""
+    table = load_hook("page_assets")
+    listed = {f for _, row in table.ASSETS for f in row.scripts + row.styles}
     stray, wide = [], []
     for html in every_page(built_site):
         page.requested.clear()
         page.goto(url_of(served, built_site, html), wait_until="load")
-        loaded = [u for u in page.requested if CHART_CODE.search(u)]
-        has_chart = CHART in html.read_text(encoding="utf-8")
-        if loaded and not has_chart or has_chart and len(loaded) != 4:
-            stray.append(f"{html.relative_to(built_site)}: {loaded}")
+        got = {urlsplit(u).path.lstrip("/") for u in page.requested} & listed
+        needs = table.needs(html.read_text(encoding="utf-8"))
+        want = {*needs.styles, *needs.early, *needs.scripts}
+        if got != want:
+            stray.append(f"{html.relative_to(built_site)}: {sorted(got ^ want)}")
         for i, scroll, client, first in page.evaluate(OVERFLOWING_CODE):
             wide.append(
                 f"{html.parent.relative_to(built_site)} block {i}: {scroll} > {client}"
@@ -190,9 +195,7 @@ def test_every_page_offline_chart_code_only_on_chart_pages_no_code_scrolls(
             )
     assert not page.foreign, f"fetched from other hosts: {sorted(set(page.foreign))}"
     assert not page.errors, page.errors
-    assert not stray, "chart code where there is no chart, or missing:\n" + "\n".join(
-        stray
-    )
+    assert not stray, "loads more or less than it needs:\n" + "\n".join(stray)
     assert not wide, f"{len(wide)} code blocks scroll sideways:\n" + "\n".join(wide)
 
 

@@ -25,7 +25,6 @@ from snippets.comm.trace_frames import label
 pytestmark = pytest.mark.browser
 
 TRACE = re.compile(r'<script type="application/json" class="cp-player__trace">(.*?)</')
-PLAYER_CODE = "assets/player/player.js"
 LABELS = "f => [...f.querySelectorAll('.cp-player__cell')].map(c => c.dataset.label)"
 DRAWN = "f => [...f.querySelectorAll('.cp-player__cell text')].map(t => t.textContent)"
 VALUES = "f => [...f.querySelectorAll('.cp-player__cell')].map(c => c.dataset.value)"
@@ -43,16 +42,6 @@ def player_pages(built_site: Path) -> list[tuple[Path, list[dict]]]:
             found.append((html, [json.loads(a.replace("<\\/", "</")) for a in anims]))
     assert found, "no note embeds a player"
     return found
-
-
-def test_player_code_only_where_a_player_is(built_site) -> None:
-    stray = [
-        str(html.relative_to(built_site))
-        for html in built_site.rglob("index.html")
-        if (PLAYER_CODE in (t := html.read_text(encoding="utf-8")))
-        != ('<figure class="cp-player">' in t)
-    ]
-    assert not stray, stray
 
 
 def test_players_step_to_the_recorded_last_frame_by_keyboard_on_a_phone(

@@ -12,7 +12,7 @@ from urllib.parse import unquote, urlsplit
 import feedparser
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, load_hook
 
 POSTS = sorted((REPO / "docs" / "blog" / "posts").glob("*.md"))
 
@@ -378,34 +378,52 @@ SPEC = re.compile(
 )
 
 
-def test_chart_pages_carry_valid_specs_and_only_they_load_chart_code(
-    built_site: Path,
-) -> None:
+def test_chart_pages_carry_valid_specs(built_site: Path) -> None:
     from snippets.core.charts import validate
 
     with_charts = 0
     for page in pages(built_site):
         html = page.read_text(encoding="utf-8")
-        code = [
-            ref
-            for tag, ref, _ in refs(page)
-            if tag == "script"
-            and re.search(r"vendor/vega/|javascripts/charts\.js", ref)
-        ]
-        where = page.relative_to(built_site)
         if '<figure class="cp-chart">' not in html:
-            assert not code, f"{where} has no chart but loads {code}"
             continue
         with_charts += 1
-        assert len(code) == 4, f"{where}: {code}"
-        for ref in code:
-            assert (page.parent / ref).resolve().is_file(), f"{where}: {ref} missing"
         specs = SPEC.findall(html)
+        where = page.relative_to(built_site)
         assert len(specs) == html.count('<figure class="cp-chart">'), where
         for text in specs:
             validate(json.loads(text))
         assert html.count("<figcaption>") >= len(specs), f"{where}: no caption"
     assert with_charts, "no page has a chart"
+
+
+def loaded(page: Path, site: Path) -> set[str]:
+    """The site paths of every script and stylesheet a page loads."""
+    found = set()
+    for tag, ref, attrs in refs(page):
+        if tag == "script" or (tag == "link" and attrs.get("rel") == "stylesheet"):
+            path = (page.parent / unquote(urlsplit(ref).path)).resolve()
+            if path.is_relative_to(site.resolve()):
+                found.add(path.relative_to(site.resolve()).as_posix())
+    return found
+
+
+def test_each_page_loads_what_its_markers_need_and_no_more(built_site: Path) -> None:
+    """hooks/page_assets.py is the one table of what a marker needs: a page loads
+    exactly the files of the rows whose markers it holds (no Vega without a chart, no
+    KaTeX without math), each of them is in the site, and every row is used."""
+    table = load_hook("page_assets")
+    listed = {f for _, row in table.ASSETS for f in row.scripts + row.styles}
+    used = set()
+    for page in pages(built_site):
+        html = page.read_text(encoding="utf-8")
+        want = table.needs(html)
+        found = loaded(page, built_site) & listed
+        where = page.relative_to(built_site)
+        assert found == {*want.styles, *want.early, *want.scripts}, where
+        for path in found:
+            assert (built_site / path).is_file(), f"{where}: {path} missing"
+        used |= {str(m) for m, _ in table.ASSETS if table.holds(html, m)}
+    assert used == {str(m) for m, _ in table.ASSETS}, "a row no page needs"
 
 
 def series_slug(series: str) -> str:
@@ -490,19 +508,6 @@ def test_notebook_page_is_findable_offline_and_carries_provenance(
     assert any("/20" in str(p) for p in linked_from), "no note links the notebook"
 
 
-def test_math_and_diagram_code_only_where_used(built_site: Path) -> None:
-    for page in pages(built_site):
-        html = page.read_text(encoding="utf-8")
-        srcs = [ref for tag, ref, _ in refs(page) if tag in {"script", "link"}]
-        math = 'class="arithmatex"' in html or (
-            "jupyter-wrapper" in html and "$" in html
-        )
-        where = page.relative_to(built_site)
-        assert any("katex.min.js" in s for s in srcs) == math, where
-        diagram = 'class="mermaid"' in html
-        assert any("mermaid.min.js" in s for s in srcs) == diagram, where
-
-
 def test_search_index_holds_no_raw_tex(built_site: Path) -> None:
     index = json.loads((built_site / "search" / "search_index.json").read_text("utf-8"))
     raw = [
@@ -514,14 +519,11 @@ def test_search_index_holds_no_raw_tex(built_site: Path) -> None:
 
 
 def test_home_page_and_provenance_link_the_repository(built_site: Path) -> None:
-    """Links go to the repository hooks/pages.py derives from this environment and
-    checkout (its own tests cover the derivation), at its ref; with none, no links."""
-    import importlib.util
+    """Links go to the repository hooks/repo_links.py derives from this environment
+    and checkout (its own tests cover the derivation), at its ref; with none, none."""
     import os
 
-    spec = importlib.util.spec_from_file_location("pages", REPO / "hooks" / "pages.py")
-    hook = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hook)
+    hook = load_hook("repo_links")
     repo = hook.repo_url(os.environ, hook.git("remote", "get-url", "origin", cwd=REPO))
     ref = hook.code_ref(os.environ, hook.git("rev-parse", "HEAD", cwd=REPO))
     home = (built_site / "index.html").read_text(encoding="utf-8")

@@ -5,8 +5,9 @@
    `c ? x : y`, `sum()` adds from 0 left to right, and `round()` rounds half to even.
    The data (presets, bytes per precision, defaults) is not in this file: it comes
    from snippets/sizing/sizing_widget.py through the page (window.CPSizingFormulas
-   .estimate takes it as `data`). tests/site/test_sizing_browser.py holds this file
-   equal to Python's estimate() on random configurations. */
+   .estimate takes it as `data`). tests/js/ holds each function equal to Python's on
+   every `make test`; tests/site/test_sizing_browser.py holds the page equal to
+   Python's estimate() on random configurations. */
 (function () {
   "use strict";
 

@@ -1,0 +1,1 @@
+"""Mixture of experts: the routed layer, and its experts split over ranks."""

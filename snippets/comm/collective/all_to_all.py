@@ -153,8 +153,8 @@ def main() -> dict:
              "empty blocks (all ranks)": int(ok[1]), "equals torch": "✓"}
         )  # fmt: skip
         print0(
-            f"{n:>2} rows a rank, {str(dtype):>13}: splits on rank 0 "
-            f"{got['rows_sent']}, empty blocks {int(ok[1])} of {p * p}; equals torch ✓"
+            f"{n:>2} rows a rank, {str(dtype)[6:]:>7}: rank 0 sends "
+            f"{got['rows_sent']}, {int(ok[1])}/{p * p} blocks empty; = torch ✓"
         )
     return {"world_size": p, "tables": {"cases": rows}}
 

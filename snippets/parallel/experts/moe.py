@@ -208,9 +208,10 @@ def main() -> dict:
         print0(f"top-{k}, capacity {c}: dropped {moe.dropped}, equals the loop ✓")
     runs = [train_router(0.0), train_router(ALPHA)]
     for r in runs:
+        E = len(r["share"])
         print0(
-            f"α = {r['alpha']}: busiest expert serves {r['busiest']:.0%} of tokens; "
-            "shares " + " ".join(f"{s:.2f}" for s in r["share"])
+            f"α = {r['alpha']}: the busiest of {E} experts serves "
+            f"{r['busiest']:.0%} of the tokens (an even share: {1 / E:.1%})"
         )
     without, with_aux = runs
     assert with_aux["busiest"] < without["busiest"], "the aux loss did not balance"

@@ -205,7 +205,7 @@ def main() -> dict:
              "dropped": moe.dropped, "aux loss": round(moe.aux_loss.item(), 3),
              "max |Δ| vs per-token loop": f"{gap:.0e}"}
         )  # fmt: skip
-        print0(f"top-{k}, capacity {c}: dropped {moe.dropped}, equals the loop ✓")
+    print0(f"{len(rows)} routing cases (top-k, capacity) equal the per-token loop ✓")
     runs = [train_router(0.0), train_router(ALPHA)]
     for r in runs:
         E = len(r["share"])

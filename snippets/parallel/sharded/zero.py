@@ -17,7 +17,8 @@ rank's chunks, so its state is 1/N of the model's.
   The other parameters (embeddings, the tied head, the final norm) are one unit that
   is gathered for the whole forward and again for the backward. Each unit moves in
   one all-gather and one reduce-scatter, the next unit's gather started while this
-  one computes (:mod:`snippets.parallel.sharded.zero_units`). 3Ψ.
+  one computes, and its reduce-scatter left running while the next unit computes its
+  backward (:mod:`snippets.parallel.sharded.zero_units`). 3Ψ.
 
 Tied weights are one parameter (``module.parameters()`` yields them once); frozen ones
 stay replicated and untouched; one that no rank's forward uses gets no gradient and no

@@ -46,11 +46,16 @@ class CommCounter:
         self._count("all_gather", full)
         return work
 
-    def reduce_scatter(self, chunk: torch.Tensor, full: torch.Tensor) -> None:
+    def reduce_scatter(self, chunk: torch.Tensor, full: torch.Tensor, async_op=False):
         """chunk (s,) ← Σ over ranks of this rank's slice of full (N·s,). SUM only:
-        the mean is taken by dividing afterwards (gloo's AVG has been wrong)."""
-        dist.reduce_scatter_single(chunk, full, op=dist.ReduceOp.SUM, group=self.group)
+        the mean is taken by dividing afterwards (gloo's AVG has been wrong).
+        ``async_op``: as for ``all_gather``, neither tensor is to be touched before
+        the work's ``wait()``."""
+        work = dist.reduce_scatter_single(
+            chunk, full, op=dist.ReduceOp.SUM, group=self.group, async_op=async_op
+        )
         self._count("reduce_scatter", full)
+        return work
 
 
 # --8<-- [end:comm]

@@ -18,10 +18,14 @@ the calls go from one per parameter to one per unit.
 Prefetch: a unit's gather can be started (``async_op=True``) while the unit before it
 computes, and waited on only when the unit itself is entered.
 
-A unit's gradients are reduced once the last of them is accumulated. If a backward
-leaves some of them without a gradient (a parameter forward did not use), the unit is
-reduced when that backward ends, from a callback queued on autograd's engine; a piece
-without a gradient travels as zeros and is given none, as in one process.
+A unit's gradients are reduced once the last of them is accumulated, and that
+reduce-scatter, too, is only started: it runs while the next unit computes its
+backward, and is waited on just before that unit starts its own. One is in flight at a
+time, as FSDP2 keeps at most one reduce-scatter buffer outstanding, so no more than two
+units' full gradients exist at once. When a backward ends, a callback queued on
+autograd's engine waits on the last one; it also reduces a unit left without some
+gradient (a parameter forward did not use): that piece travels as zeros and is given
+none, as in one process.
 """
 
 from __future__ import annotations
@@ -40,12 +44,17 @@ from snippets.parallel.sharded.zero_shards import CommCounter, Piece
 class Unit:
     """Pieces gathered, freed and reduced together, through one flat buffer."""
 
-    def __init__(self, pieces: list[Piece], comm: CommCounter):
+    def __init__(
+        self, pieces: list[Piece], comm: CommCounter, in_flight: list | None = None
+    ):
         self.pieces, self.comm, self.N = pieces, comm, pieces[0].N
         self.sizes = [piece.s for piece in pieces]  # sᵢ, this rank's share of each
         self.S = sum(self.sizes)
         self.pending = None  # (work, gathered, mine): a gather started, not waited on
         self.ready: set[int] = set()  # ids of pieces this backward gave a gradient
+        self.reducing = None  # (work, summed, full, have): a reduce-scatter started
+        # shared by a model's units: the one whose reduce-scatter may still be running
+        self.in_flight = [] if in_flight is None else in_flight
 
     @property
     def is_full(self) -> bool:
@@ -80,30 +89,49 @@ class Unit:
     def grad_ready(self, piece: Piece, param: torch.Tensor) -> None:
         """Post-accumulate-grad hook of each piece: reduce once all are in."""
         if not self.ready:  # the first this backward: make sure the unit is reduced
-            Variable._execution_engine.queue_callback(self.reduce_grads)
+            Variable._execution_engine.queue_callback(self.finish_backward)
         self.ready.add(id(piece))
         if len(self.ready) == len(self.pieces):
             self.reduce_grads()
 
     def reduce_grads(self) -> None:
-        """One reduce-scatter of every gradient in the unit; keep this rank's chunks,
-        drop the full gradients and the full parameters."""
+        """Start one reduce-scatter of every gradient in the unit, once the previous
+        unit's has finished (one in flight); drop the full gradients and the full
+        parameters."""
         if not self.ready:  # reduced already, when its last gradient came in
             return
+        for unit in self.in_flight:  # the unit reduced before this one
+            unit.wait_reduce()
         have = [piece.param.grad is not None for piece in self.pieces]
         full = self.pieces[0].chunk.data.new_zeros(self.N, self.S)  # (N, S)
         for piece, cols, has in zip(self.pieces, full.split(self.sizes, 1), have):
             if has:  # ∇p padded to N·sᵢ, laid out (N, sᵢ): row r goes to rank r
                 grad = piece.padded(piece.param.grad.reshape(-1), self.N * piece.s, 0)
                 cols.copy_(grad.view(self.N, piece.s))
+                piece.param.grad = None
         summed = full.new_empty(self.S)  # (S,)
-        self.comm.reduce_scatter(summed, full.view(-1))
+        work = self.comm.reduce_scatter(summed, full.view(-1), async_op=True)
+        self.reducing = (work, summed, full, have)  # full lives until the work is done
+        self.in_flight[:] = [self]
+        self.ready.clear()
+        self.free()
+
+    def wait_reduce(self) -> None:
+        """This rank's chunks of the sums, ÷ N, become (or add to) the chunks' .grad."""
+        if self.reducing is None:
+            return
+        work, summed, _, have = self.reducing
+        work.wait()
         for piece, mine, has in zip(self.pieces, summed.split(self.sizes), have):
             if has:
                 piece.take_grad(mine)
-                piece.param.grad = None
-        self.ready.clear()
-        self.free()
+        self.reducing = None
+
+    def finish_backward(self) -> None:
+        """Queued on autograd's engine: when backward ends, the unit is reduced
+        (even one short of a gradient) and its reduce-scatter waited on."""
+        self.reduce_grads()
+        self.wait_reduce()
 
 
 # --8<-- [end:unit]
@@ -142,7 +170,8 @@ def hook_units(
     groups = [(module, rest)] + [
         (b, [pieces[id(p)] for p in b.parameters() if id(p) in pieces]) for b in blocks
     ]
-    owned = [(owner, Unit(group, comm)) for owner, group in groups if group]
+    in_flight: list[Unit] = []  # the one unit whose reduce-scatter may be running
+    owned = [(owner, Unit(group, comm, in_flight)) for owner, group in groups if group]
     forward = [unit for _, unit in owned]  # root, blocks 0…L-1
     backward = forward[:1] + forward[:0:-1] if rest else forward[::-1]  # root, L-1…0
     after = {

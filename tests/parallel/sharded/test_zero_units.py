@@ -4,7 +4,8 @@ then ÷ N and slice); a unit some of whose parameters get no gradient is still r
 when backward ends. On the tiny GPT, stage 3 makes 2 all-gathers and 1 reduce-scatter
 per unit and step (L blocks and the root: L + 1 units, against dozens of parameters),
 still hands over 3Ψ of the padded sizes, still trains as one process does, and has
-the next unit's gather in flight while a unit computes, in both directions."""
+the next unit's gather in flight while a unit computes, in both directions, and in
+backward the reduce-scatter of the unit computed before it, never two at once."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from snippets.parallel.sharded import zero
 from snippets.parallel.sharded.zero_shards import CommCounter, Piece
 from snippets.parallel.sharded.zero_units import Unit
 
-CFG = GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_head=2, n_embd=32)
+CFG = GPTConfig(vocab_size=64, block_size=16, n_layer=3, n_head=2, n_embd=32)
 F64 = torch.float64
 
 
@@ -67,15 +68,22 @@ def states(units: list) -> list[str]:
     return ["pending" if u.pending else "full" if u.is_full else "free" for u in units]
 
 
+def reducing(units: list) -> list[bool]:
+    return [u.reducing is not None for u in units]
+
+
 def watch(module: nn.Module, units: list, seen: list) -> None:
-    """Record every unit's state as each block starts its forward and its backward."""
+    """Record every unit's state, and which have a reduce-scatter in flight, as each
+    block starts its forward and its backward."""
     for i, block in enumerate(module.blocks):
 
         def forward_started(block, args, i=i) -> None:
-            seen.append(("forward", i, states(units)))
+            seen.append(("forward", i, states(units), reducing(units)))
 
         def forward_ended(block, args, output, i=i) -> None:
-            record = lambda grad: seen.append(("backward", i, states(units)))  # noqa
+            def record(grad) -> None:
+                seen.append(("backward", i, states(units), reducing(units)))
+
             output.register_hook(record)  # after the gather hook zero put there
 
         block.register_forward_pre_hook(forward_started)
@@ -107,6 +115,7 @@ def gpt_runs() -> dict:
     )
     return {
         "per_step": per_step,
+        "reducing_after": reducing(opt.units),  # after the last step's backward
         "units": len(opt.units),
         "pieces": len(opt.pieces),
         "padded": sum(pc.N * pc.s for pc in opt.pieces),
@@ -157,15 +166,19 @@ def test_units_on_3_ranks() -> None:
         assert calls == {"all_gather": 4 * (L + 1), "reduce_scatter": 2 * (L + 1)}
         assert gpt["unused_grad"] is None, where
         # forward: block i computes with block i + 1's gather in flight; backward:
-        # block i with block i - 1's; never more than two blocks held or coming
-        for phase, i, state in gpt["seen"]:
-            blocks = state[1:]
-            assert state[0] == "full" and blocks[i] == "full", (phase, i, state)
+        # block i with block i - 1's, and with block i + 1's reduce-scatter; never
+        # more than two blocks held or coming, nor two reduce-scatters running
+        for phase, i, state, rs in gpt["seen"]:
+            blocks, where = state[1:], (phase, i, state, rs)
+            assert state[0] == "full" and blocks[i] == "full", where
             ahead = i + 1 if phase == "forward" else i - 1
             if 0 <= ahead < L:
-                assert blocks[ahead] == "pending", (phase, i, state)
-            assert sum(s != "free" for s in blocks) <= 2, (phase, i, state)
-        assert [(p, i) for p, i, _ in gpt["seen"]] == [
+                assert blocks[ahead] == "pending", where
+            assert sum(s != "free" for s in blocks) <= 2, where
+            behind = [phase == "backward" and j == i + 1 for j in range(L)]
+            assert rs == [False, *behind], where
+        assert gpt["reducing_after"] == [False] * (L + 1), where  # all waited on
+        assert [(p, i) for p, i, _, _ in gpt["seen"]] == [
             *(("forward", i) for i in range(L)),
             *(("backward", i) for i in reversed(range(L))),
         ]

@@ -1,0 +1,85 @@
+"""The roofline's counts against independent ones: a matmul's FLOPs against torch's
+FlopCounterMode, its intensity by hand; the record's peak and bandwidth are the best of
+its own tables; the command line refuses bad sizes and unknown dtypes in one line; on a
+GPU, bf16 tensor cores beat fp32 without TF32."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+from conftest import REPO
+from torch.utils.flop_counter import FlopCounterMode
+
+from snippets.hardware import roofline as R
+
+CPU = torch.device("cpu")
+
+
+@pytest.mark.parametrize("m,n,k", [(64, 64, 64), (96, 32, 80), (128, 64, 8)])
+def test_matmul_flops_are_torchs_count(m: int, n: int, k: int) -> None:
+    a, b = torch.randn(m, k), torch.randn(k, n)
+    with FlopCounterMode(display=False) as counter:
+        a @ b
+    point = R.matmul_point(m, n, k, torch.float32, CPU)
+    # intensity = FLOPs ÷ bytes, with every operand read or written once (fp32: 4 B)
+    assert point["intensity"] * (m * k + k * n + m * n) * 4 == pytest.approx(
+        counter.get_total_flops()
+    )
+    assert point["q1"] <= point["median"] <= point["q3"]
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "snippets", "run", "roofline", *args],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def test_the_record_is_the_best_of_its_own_tables() -> None:
+    result = R.main(max_n=256)
+    mm, bw = result["tables"]["matmuls"], result["tables"]["bandwidth"]
+    best = max(r["GFLOP/s (median)"] for r in mm)
+    assert round(result["peak_matmul_flops"] / 1e9, 1) == best
+    copies = [r["GB/s (median)"] for r in bw if r["op"] == "copy"]
+    assert round(result["bandwidth_bytes_per_s"] / 1e9, 1) == max(copies)
+    past = [r["MiB a buffer"] * 2**20 for r in bw]
+    assert min(past) >= 4 * result["last_level_cache_bytes"] - 2**20  # past the cache
+    # each matmul is placed under the roof its intensity meets: memory below the knee
+    for r in mm:
+        below = r["FLOP/byte"] < result["knee_flop_per_byte"]
+        assert r["bound"] == ("memory" if below else "compute")
+
+
+def test_json_has_the_public_names() -> None:
+    out = run("--max-n", "128", "--json")
+    assert out.returncode == 0, out.stderr
+    record = json.loads(out.stdout.strip().splitlines()[-1])
+    assert {"peak_matmul_flops", "bandwidth_bytes_per_s"} <= set(record)
+    side = int(record["peak_shape"].split("×")[0])
+    assert record["peak_dtype"] == "fp32" and side <= 128  # what was asked, no more
+
+
+@pytest.mark.parametrize(
+    "args,words",
+    [(["--max-n", "0"], "--max-n: must be at least 1"),
+     (["--max-n", "32"], "--max-n must be at least 64"),
+     (["--dtype", "fp8"], "--dtype: invalid choice: 'fp8'")],
+)  # fmt: skip
+def test_bad_input_is_one_line_and_exit_2(args, words) -> None:
+    out = run(*args)
+    assert out.returncode == 2 and words in out.stderr, out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_tensor_cores_beat_fp32_on_a_gpu() -> None:
+    dev = torch.device("cuda")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    bf16 = R.matmul_point(4096, 4096, 4096, torch.bfloat16, dev)
+    fp32 = R.matmul_point(4096, 4096, 4096, torch.float32, dev)
+    assert bf16["median"] > 2 * fp32["median"]

@@ -15,8 +15,8 @@ median time and interquartile range, and the ratio of the two measured round by 
 (both sides were timed in that round), with its median and IQR, both ways round:
 ``ratio`` = ours ÷ baseline in time (below 1, ours is faster) and ``speedup`` =
 baseline ÷ ours (above 1, ours is faster; what ``claims.verdict`` reads). ``order``
-ranks the two only where the per-round IQR lies wholly on one side of 1
-(``snippets.core.claims``).
+ranks the two only where the IQR of the per-round ``ratio`` lies wholly on one side of
+1 (``claims.compare``), and ``sentence`` says so in words.
 """
 
 from __future__ import annotations
@@ -29,10 +29,11 @@ from typing import Callable, Mapping, Sequence
 import torch
 import torch.distributed as dist
 
-from snippets.core.claims import Spread, verdict
+from snippets.core.claims import FASTER, SLOWER, Spread, compare
 from snippets.core.runtime import device as default_device
 
 Clock = Callable[[], float]
+ONE = Spread(1.0, 1.0, 1.0)  # a ratio of 1: neither side ahead
 
 
 def turns(names: Sequence[str], r: int) -> list[str]:
@@ -122,7 +123,7 @@ def record(rounds: Rounds, ours: str, baseline: str) -> dict:
         "speedup": speedup.median,
         "speedup_lo": speedup.lo,
         "speedup_hi": speedup.hi,
-        "order": verdict(speedup),  # ours: faster, slower, or not separated
+        "order": compare(ratio, ONE),  # faster, slower, or not separated, by the IQR
         "cpu_s": statistics.median(cpu_a),
         "baseline_cpu_s": statistics.median(cpu_b),
         "cpu_ratio": statistics.median(cpu) if cpu else None,  # per round, ours ÷
@@ -147,6 +148,25 @@ def spread(r: dict, key: str = "ratio") -> Spread:
     ``baseline_time``) as a ``Spread``."""
     unit = "_s" if key.endswith("time") else ""
     return Spread(r[f"{key}{unit}"], r[f"{key}_lo{unit}"], r[f"{key}_hi{unit}"])
+
+
+def sentence(r: dict, what: str, theirs: str) -> str:
+    """What a record says, and no more than its IQR allows; the ``target`` (a median
+    ratio to stay under) and the CPU ratio where the record has them."""
+    said = {FASTER: f"faster than {theirs}", SLOWER: f"slower than {theirs}"}.get(
+        r["order"], f"not separated from {theirs}: the IQR reaches 1"
+    )
+    where = f"At {r['world_size']} ranks " if "world_size" in r else ""
+    text = (
+        f"{where}{what} took {r['ratio']:.2f}× the time of {theirs} (median of "
+        f"{r['rounds']} rounds, IQR {r['ratio_lo']:.2f}–{r['ratio_hi']:.2f}): {said}"
+    )
+    if r.get("target") is not None:
+        met = "within" if r["ratio"] <= r["target"] else "over"
+        text += f"; the median is {met} the {r['target']}× target"
+    if r.get("cpu_ratio") is not None:
+        text += f". CPU time per call, ours ÷ theirs: {r['cpu_ratio']:.2f}"
+    return text + "."
 
 
 def _sync(dev: torch.device) -> None:

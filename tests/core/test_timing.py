@@ -142,3 +142,23 @@ def test_slowest_rank_counts_and_cpu_is_the_rank_mean() -> None:
     assert a == b  # every rank reports the same record: rank 0 took rank 1's times
     assert a["times_s"] == [2.0] * 5 and a["baseline_times_s"] == [1.0] * 5
     assert a["cpu_s"] == a["baseline_cpu_s"] == 1.5  # (1 + 2) ÷ 2
+
+
+@pytest.mark.parametrize(
+    "lo, hi, said",
+    [(1.1, 1.3, "slower than theirs"), (0.7, 0.9, "faster than theirs"),
+     (0.9, 1.1, "not separated from theirs: the IQR reaches 1")],
+)  # fmt: skip
+def test_the_sentence_ranks_only_where_the_iqr_is_off_1(lo, hi, said) -> None:
+    ratios = [lo, lo, (lo + hi) / 2, hi, hi]  # inclusive quartiles: lo and hi
+    rounds = timing.Rounds(
+        wall={"a": ratios, "b": [1.0] * 5}, cpu={"a": [2.0] * 5, "b": [1.0] * 5},
+        orders=[timing.turns("ab", r) for r in range(5)],
+    )  # fmt: skip
+    r = timing.record(rounds, "a", "b") | {"world_size": 3, "target": 1.05}
+    text = timing.sentence(r, "ours", "theirs")
+    assert text.startswith(f"At 3 ranks ours took {(lo + hi) / 2:.2f}× the time")
+    assert f"(median of 5 rounds, IQR {lo:.2f}–{hi:.2f}): {said};" in text
+    met = "within" if (lo + hi) / 2 <= 1.05 else "over"
+    assert f"the median is {met} the 1.05× target" in text
+    assert text.endswith("CPU time per call, ours ÷ theirs: 2.00.")

@@ -36,13 +36,13 @@ Clock = Callable[[], float]
 ONE = Spread(1.0, 1.0, 1.0)  # a ratio of 1: neither side ahead
 
 
+# --8<-- [start:rounds]
 def turns(names: Sequence[str], r: int) -> list[str]:
     """Round r's order: the names rotated by r, so each goes first in its turn."""
     k = r % len(names)
     return [*names[k:], *names[:k]]
 
 
-# --8<-- [start:rounds]
 @dataclass
 class Rounds:
     wall: dict[str, list[float]]  # name → seconds per call, one per round, in order

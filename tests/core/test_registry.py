@@ -197,7 +197,8 @@ def test_benchmarks_are_found_without_importing_them() -> None:
 def test_an_optimizer_step_is_what_imports_dynamo_and_the_guess_follows_imports():
     """The fork server preloads torch._dynamo only for snippets that step an optimizer,
     because a step is what imports it (checked in a fresh interpreter), and the guess
-    reads the import closure: ddp_bench names no optimizer, the ddp it imports does."""
+    reads the import closure: pipeline_timeline names no optimizer, the ddp_timeline
+    it imports does."""
     probe = (
         "import sys, torch\n"
         "p = torch.nn.Parameter(torch.ones(1)); p.grad = torch.ones(1)\n"
@@ -209,7 +210,7 @@ def test_an_optimizer_step_is_what_imports_dynamo_and_the_guess_follows_imports(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True
     )
     assert out.stdout.split() == ["False", "True"]
-    path = registry.snippet("ddp_bench").path
+    path = registry.snippet("pipeline_timeline").path
     assert not registry._OPTIMIZER.search(path.read_text(encoding="utf-8"))
     assert registry.steps_optimizer(path)
     assert registry.steps_optimizer(registry.snippet("zero").path)

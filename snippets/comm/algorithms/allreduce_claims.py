@@ -26,6 +26,7 @@ from snippets.core.claims import (
     order,
     verdict,
 )
+from snippets.core.timing import spread
 
 FITS = {"ping_pong": "idle", "ring": "busy"}  # pattern → the name the note uses
 TARGET = 0.9  # our ring ÷ the built-in's busbw, at 64 MiB on 2 ranks
@@ -82,7 +83,8 @@ def model_claims(m: Machine, sizes: Sequence[int], rounds: Sequence[list]) -> li
 
 
 def ratio_of(r: dict) -> Spread:
-    return Spread(r["ratio"], r["ratio_lo"], r["ratio_hi"])
+    """The paired ratio the findings rank: the built-in's time ÷ ours, per round."""
+    return spread(r, "speedup")
 
 
 def names(items: Sequence[str]) -> str:
@@ -104,18 +106,18 @@ def versus_builtin(at: list[dict]) -> str:
 
 def builtin_spread(at: list[dict]) -> Spread:
     """Every round of the built-in at one size, over all the pairings."""
-    return Spread.of([t for r in at for t in r.get("builtin_times_s", [])])
+    return Spread.of([t for r in at for t in r.get("baseline_times_s", [])])
 
 
 def builtin_row(at: list[dict], idle: Machine) -> dict:
     """The built-in's own time at one size: the baseline, with its spread."""
     s, p = builtin_spread(at), at[0]["world_size"]
-    medians = [r["builtin_time_s"] * 1e3 for r in at]
+    medians = [r["baseline_time_s"] * 1e3 for r in at]
     return {
         "size": size_text(at[0]["size_bytes"]),
         "built-in (ms)": s.text(3, 1e3),
         "its medians per pairing (ms)": f"{min(medians):.3g}–{max(medians):.3g}",
-        "CPU per call (ms)": statistics.mean(r["builtin_cpu_s"] for r in at) * 1e3,
+        "CPU per call (ms)": statistics.mean(r["baseline_cpu_s"] for r in at) * 1e3,
         "idle fit's ring (ms)": predict("ring", p, at[0]["size_bytes"], idle) * 1e3,
     }
 
@@ -148,9 +150,9 @@ def hd_cell(size: int, at: list[dict]) -> str | None:
 def waiting(size: int, at: list[dict]) -> str | None:
     """'4.7× at 4 KiB' where even the built-in's first quartile of wall time is over
     twice its CPU seconds per call; None where it is not, or was not recorded."""
-    if not at[0].get("builtin_times_s"):
+    if not at[0].get("baseline_times_s"):
         return None
-    wall, cpu = builtin_spread(at), statistics.mean(r["builtin_cpu_s"] for r in at)
+    wall, cpu = builtin_spread(at), statistics.mean(r["baseline_cpu_s"] for r in at)
     return (
         f"{wall.median / cpu:.2g}× at {size_text(size)}" if wall.lo > 2 * cpu else None
     )

@@ -38,11 +38,11 @@ from snippets.comm.algorithms.allreduce_claims import TARGET, target_outcome
 from snippets.comm.algorithms.ring_allreduce import SEGMENT_BYTES, ring_allreduce
 from snippets.comm.collective.collective_sweep import check, make_call
 from snippets.comm.messages import bounds, segments
-from snippets.comm.paired_timing import paired_times
 from snippets.comm.plumbing import combine_
 from snippets.core.claims import Spread, verdict
 from snippets.core.cli import main_entry, positive_int
 from snippets.core.runtime import Spec, print0
+from snippets.core.timing import paired, spread
 
 SPEC = Spec(
     timed=True,  # it measures time: run-all runs it alone
@@ -191,8 +191,8 @@ def main(mib: int = 64, rounds: int = 9) -> dict:
     check("all_reduce", "ring", ring, numel, p)  # exactly gloo's result first
     ours, _ = make_call("all_reduce", ring, numel, p)
     gloo, _ = make_call("all_reduce", dist.all_reduce, numel, p)
-    paired = paired_times(ours, gloo, rounds)
-    ratio = Spread(paired.ratio, paired.ratio_lo, paired.ratio_hi)
+    # in busbw, ours ÷ gloo's: gloo's time ÷ ours, round by round
+    ratio = spread(paired(ours, gloo, rounds, cpu_clock=time.process_time), "speedup")
     iters = max(2, rounds // 3)
     unpaced, _ = make_call("all_reduce", functools.partial(ring, lead=None), numel, p)
     fns = {"ours": ours, "unpaced": unpaced, "gloo": gloo}

@@ -2,7 +2,8 @@
 
 For every size and algorithm it first checks that ours gives exactly what torch's
 built-in gives (integer-valued float32, so sums are exact), then times the two
-alternately (``snippets.comm.paired_timing``). Bandwidths are nccl-tests' (doc/
+alternately (``snippets.core.timing``; the CPU clock: every thread of the rank, so
+gloo's own threads count). Bandwidths are nccl-tests' (doc/
 PERFORMANCE.md): ``algbw = S / t`` with S the bytes of the whole buffer (for all_gather
 the gathered output, for reduce_scatter the input before scattering), and busbw scales
 it by 2(p-1)/p for all_reduce and (p-1)/p for the other two, so it is comparable
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import json
+import time
 from typing import Callable, Sequence
 
 import torch
@@ -24,9 +26,9 @@ from snippets.comm.algorithms import allreduce, tree_allreduce
 from snippets.comm.collective import collectives
 from snippets.comm.cost import cost_formulas
 from snippets.comm.cost.cost_model import size_text
-from snippets.comm.paired_timing import paired_times
 from snippets.core.measure import algbw, busbw
 from snippets.core.runtime import device, print0
+from snippets.core.timing import paired
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
 
@@ -121,27 +123,19 @@ def sweep(
             check(collective, name, ours[name], numel, p)
             call, _ = make_call(collective, ours[name], numel, p)
             builtin_call, _ = make_call(collective, BUILTIN[collective], numel, p)
-            paired = paired_times(call, builtin_call, iters)
-            t, t_builtin = paired.time_s, paired.builtin_time_s
             rec = {
                 "collective": collective,
                 "algorithm": name,
                 "world_size": p,
                 "size_bytes": nbytes,
-                "time_s": t,
-                "algbw": algbw(nbytes, t),
-                "busbw": busbw(nbytes, t, p, collective),
-                "builtin_time_s": t_builtin,
-                "builtin_busbw": busbw(nbytes, t_builtin, p, collective),
-                "ratio": paired.ratio,
-                "ratio_lo": paired.ratio_lo,
-                "ratio_hi": paired.ratio_hi,
-                "cpu_s": paired.cpu_s,
-                "builtin_cpu_s": paired.builtin_cpu_s,
-                "times_s": list(paired.times_s),  # every round, for the spread
-                "builtin_times_s": list(paired.builtin_times_s),
                 "backend": dist.get_backend(),
-            }
+            }  # then the harness's record: times, ratio and speedup, every round
+            rec |= paired(call, builtin_call, iters, cpu_clock=time.process_time)
+            rec |= {
+                "algbw": algbw(nbytes, rec["time_s"]),
+                "busbw": busbw(nbytes, rec["time_s"], p, collective),
+                "baseline_busbw": busbw(nbytes, rec["baseline_time_s"], p, collective),
+            }  # speedup = the built-in's time ÷ ours = ours' busbw ÷ the built-in's
             for label, m in (machines or {}).items():
                 rec[f"predicted_{label}_s"] = (
                     cost_formulas.predict(name, p, nbytes, m, segment_bytes(name))
@@ -165,12 +159,12 @@ def ring_target(size: int, p: int, iters: int = 5) -> dict:
         builtin = functools.partial(dist.all_reduce, group=sub)
         ours, _ = make_call("all_reduce", ring, size // 4, p)
         theirs, _ = make_call("all_reduce", builtin, size // 4, p)
-        t = paired_times(ours, theirs, iters, group=sub)
+        t = paired(ours, theirs, iters, group=sub, cpu_clock=time.process_time)
         row |= {
-            "ring busbw (GB/s)": busbw(size, t.time_s, p) / 1e9,
-            "ring ÷ built-in": t.ratio,
-            "IQR": f"{t.ratio_lo:.2f}–{t.ratio_hi:.2f}",
-            "CPU per call, ring ÷ built-in": t.cpu_s / t.builtin_cpu_s,
+            "ring busbw (GB/s)": busbw(size, t["time_s"], p) / 1e9,
+            "ring ÷ built-in": t["speedup"],  # in busbw: the built-in's time ÷ ours
+            "IQR": f"{t['speedup_lo']:.2f}–{t['speedup_hi']:.2f}",
+            "CPU per call, ring ÷ built-in": t["cpu_ratio"],
         }
     dist.barrier()
     dist.destroy_process_group(sub)
@@ -186,14 +180,14 @@ def handshake_cost(size: int, iters: int = 15) -> dict:
     checked, _ = make_call(
         "all_reduce", functools.partial(ring, check=True), size // 4, p
     )
-    t = paired_times(bare, checked, iters)  # ratio: with ÷ without
+    t = paired(checked, bare, iters, cpu_clock=time.process_time)
     return {
         "size": size_text(size),
         "ranks": p,
-        "ring (ms)": t.time_s * 1e3,
-        "ring + handshake (ms)": t.builtin_time_s * 1e3,
-        "with ÷ without": t.ratio,
-        "IQR": f"{t.ratio_lo:.2f}–{t.ratio_hi:.2f}",
+        "ring (ms)": t["baseline_time_s"] * 1e3,
+        "ring + handshake (ms)": t["time_s"] * 1e3,
+        "with ÷ without": t["ratio"],  # in time, round by round
+        "IQR": f"{t['ratio_lo']:.2f}–{t['ratio_hi']:.2f}",
     }
 
 
@@ -208,5 +202,5 @@ def format_row(r: dict) -> str:
     return (
         f"{r['collective']:<14} {size_text(r['size_bytes']):>8} {r['algorithm']:<16} "
         f"{r['time_s'] * 1e3:>9.3f} ms {r['busbw'] / 1e9:>7.3f} GB/s "
-        f"{r['ratio']:>5.2f} [{r['ratio_lo']:.2f}–{r['ratio_hi']:.2f}]"
+        f"{r['speedup']:>5.2f} [{r['speedup_lo']:.2f}–{r['speedup_hi']:.2f}]"
     )

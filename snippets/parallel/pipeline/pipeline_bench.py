@@ -1,7 +1,8 @@
 """``python -m snippets bench pipeline``: our 1F1B step beside torch pipelining's
 ``Schedule1F1B``, and the bubble our executor measures beside the formula.
 
-    python -m snippets bench pipeline [-n 4] [--m 8] [--steps 3] [--repeats 5] [--json]
+    python -m snippets bench pipeline [-n 4] [--m 8] [--rounds 15] [--repeats 5]
+        [--json]
     torchrun --nproc-per-node 4 -m snippets bench pipeline --json
     python -m snippets run pipeline_bench     # 2 ranks: the note's run
 
@@ -9,17 +10,20 @@ Step: the tiny GPT in p stages (``layer_split.run_stage``, two blocks each), one
 forward and backward of the batch in m micro-batches, fp32; ours is
 ``pipeline_executor.execute``, torch's is ``pipeline_torch.torch_step`` on the same
 stages, micro-batches and loss. Their first steps are checked against each other
-(loss, every gradient: ``max_abs_diff``), then they take turns as ``tp_bench`` times
-them (``comparison``: ratio = ours ÷ torch's median, quartiles of the per-repeat
-ratios, ``cpu_ratio`` of the main threads).
+(loss, every gradient: ``max_abs_diff``); after one more untimed step each they take
+turns step by step for ``rounds`` rounds (``snippets.core.timing``): each side's median
+step and IQR, ratio = ours ÷ torch's step against step in the same round with its
+median and IQR, ``cpu_ratio`` the same for the main threads' CPU time.
 
 Bubble: a wider model, so a micro-batch's compute outweighs its messages; our 1F1B
-run ``repeats`` times, each run's bubble 1 − Σ busy / (p × makespan) from its stamps
-(``pipeline_timeline.executed_bubble``), set against (p − 1)/(m + p − 1). Where the
-two differ, ``replayed_bubble`` says why: the same plan replayed with each action's
-measured time and instant messages. Close to the executed bubble, the gap is in the
-compute (uneven stages, ranks sharing cores); close to the formula, it is messages.
-``action_ms``: median and quartiles of the F and B times, how even the compute was.
+run ``repeats`` times after one warm-up, each run's bubble 1 − Σ busy / (p × makespan)
+from its stamps (``pipeline_timeline.executed_bubble``), set against the formula's
+(p − 1)/(m + p − 1). Where the two differ, ``replayed_bubble`` says why: the same plan
+replayed with each action's measured time and instant messages. Close to the executed
+bubble, the gap is in the compute (uneven stages, ranks sharing cores); close to the
+formula, it is messages.
+``ratio``: executed ÷ formula, the median over the runs with its IQR. ``action_ms``:
+median and quartiles of the F and B times, how even the compute was.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import json
 import os
 import statistics
 import textwrap
+from typing import Callable
 
 import torch
 import torch.distributed as dist
@@ -41,6 +46,7 @@ from snippets.core.cli import (
     positive_int,
 )
 from snippets.core.runtime import Spec, UsageError, device, launch, print0
+from snippets.core.timing import interleave, record, sentence, spread
 from snippets.models.tiny_gpt import GPT, GPTConfig
 from snippets.parallel.pipeline.pipeline_executor import execute
 from snippets.parallel.pipeline.pipeline_formulas import bubble_formula
@@ -50,7 +56,6 @@ from snippets.parallel.pipeline.pipeline_timeline import (
     replayed_bubble,
 )
 from snippets.parallel.pipeline.pipeline_torch import torch_schedule, torch_step
-from snippets.parallel.tensor.tp_bench import Timed, comparison, sentence, time_pair
 
 BENCH = "pipeline"
 SPEC = Spec(
@@ -60,6 +65,7 @@ SPEC = Spec(
 )
 TARGET = 1.1  # our step at most this many times torch's
 BUBBLE_TOLERANCE = 0.10  # measured ÷ formula within 1 ± this
+ROUNDS, REPEATS = 15, 5  # paired step rounds; bubble runs
 
 
 def config(p: int, wide: bool = False) -> GPTConfig:
@@ -78,7 +84,7 @@ def grads(model: GPT) -> dict[str, torch.Tensor]:
 
 
 # --8<-- [start:steps]
-def step_pair(m: int, rows: int) -> tuple[Timed, Timed, float]:
+def step_pair(m: int, rows: int) -> tuple[Callable, Callable, float]:
     """Our step and torch's, same weights, stages and micro-batches; their first
     steps' largest difference (loss and gradients, the slowest rank's)."""
     p = dist.get_world_size()
@@ -95,8 +101,7 @@ def step_pair(m: int, rows: int) -> tuple[Timed, Timed, float]:
         theirs.zero_grad(set_to_none=True)
         return torch_step(sched, theirs, idx, targets)
 
-    a, b = Timed(ours), Timed(torchs)
-    la, lb = a(), b()
+    la, lb = ours(), torchs()
     ga, gb = grads(mine), grads(theirs)
     if sorted(ga) != sorted(gb):
         raise AssertionError(f"gradients on different parameters: {sorted(ga)}")
@@ -104,7 +109,7 @@ def step_pair(m: int, rows: int) -> tuple[Timed, Timed, float]:
     diffs += [] if la is None else [abs(la.item() - lb.item())]
     worst = torch.tensor(max(diffs), dtype=torch.float64, device=device())
     dist.all_reduce(worst, op=dist.ReduceOp.MAX)
-    return a, b, worst.item()
+    return ours, torchs, worst.item()
 
 
 # --8<-- [end:steps]
@@ -133,11 +138,11 @@ def bubbles(m: int, rows: int, repeats: int) -> dict:
     found, ms = Spread.of([b / formula for b in executed]), Spread.of(took)
     return {
         "impl": "1f1b_bubble", "baseline": "formula", "world_size": p,
-        "step_time_s": statistics.median(steps), "torch_step_time_s": None,
+        "time_s": statistics.median(steps),
         "bubble": statistics.median(executed), "bubble_formula": formula,
         "bubble_replayed": statistics.median(replayed),
-        "ratio": statistics.median(executed) / formula, "ratio_median": found.median,
-        "ratio_lo": found.lo, "ratio_hi": found.hi, "target": 1 + BUBBLE_TOLERANCE,
+        "ratio": found.median, "ratio_lo": found.lo, "ratio_hi": found.hi,
+        "target": 1 + BUBBLE_TOLERANCE,
         "repeats": repeats, "m": m, "d": cfg.n_embd, "rows": rows,
         "action_ms": [ms.median / 1e6, ms.lo / 1e6, ms.hi / 1e6],  # F and B
     }  # fmt: skip
@@ -146,13 +151,14 @@ def bubbles(m: int, rows: int, repeats: int) -> dict:
 # --8<-- [end:bubble]
 
 
-def measure(m: int, steps: int, repeats: int) -> list[dict]:
+def measure(m: int, rounds: int, repeats: int) -> list[dict]:
     p = dist.get_world_size()
     if m < p:
         raise UsageError(f"--m {m}: torch's Schedule1F1B needs m >= p={p}")
-    ours, theirs, worst = step_pair(m, m)
-    step = comparison("1f1b", "torch_1f1b", (ours, theirs),
-                      time_pair(ours, theirs, steps, repeats, warmup=1))  # fmt: skip
+    ours, theirs, worst = step_pair(m, m)  # the first steps: the check
+    steps = interleave({"ours": ours, "torch": theirs}, rounds, warmup=1)
+    step = {"impl": "1f1b", "baseline": "torch_1f1b", "world_size": p}
+    step |= record(steps, "ours", "torch")  # times, ratio, CPU: every round
     step.update(max_abs_diff=worst, target=TARGET, m=m, d=config(p).n_embd, rows=m)
     return [step, bubbles(m, m, repeats)]
 
@@ -173,17 +179,15 @@ def bubble_sentence(r: dict) -> str:
 
 def lines(records: list[dict]) -> list[str]:
     step, bubble = records
-    ms = [Spread(*(step[f"{k}{s}"] for s in ("_s", "_lo_s", "_hi_s"))).text(1, 1e3)
-          for k in ("step_time", "torch_step_time")]  # fmt: skip
+    ms = [spread(step, k).text(1, 1e3) for k in ("time", "baseline_time")]
     out = [
         f"1F1B, tiny GPT L={2 * step['world_size']} d={step['d']}, {step['rows']} "
         f"rows in m={step['m']} micro-batches, fp32",
-        f"{step['repeats']} repeats × {step['steps'] // step['repeats']} steps each, "
-        "in turns",
+        f"{step['rounds']} rounds of one step each, in turns",
         f"ours ms {ms[0]}   torch ms {ms[1]}   max|Δ| {step['max_abs_diff']:.1e}",
         *textwrap.wrap(sentence(step, "our 1F1B step", "torch's Schedule1F1B"), 88),
         f"bubble run: d={bubble['d']}, {bubble['rows']} rows, median step "
-        f"{bubble['step_time_s'] * 1e3:.0f} ms",
+        f"{bubble['time_s'] * 1e3:.0f} ms",
         *textwrap.wrap(bubble_sentence(bubble), 88),
     ]
     return out
@@ -191,8 +195,12 @@ def lines(records: list[dict]) -> list[str]:
 
 def add_arguments(parser) -> None:
     parser.add_argument("--m", type=positive_int, default=8, help="micro-batches")
-    parser.add_argument("--steps", type=positive_int, default=3)
-    parser.add_argument("--repeats", type=positive_int, default=5)
+    parser.add_argument(
+        "--rounds", type=positive_int, default=ROUNDS, help="timed steps of each"
+    )
+    parser.add_argument(
+        "--repeats", type=positive_int, default=REPEATS, help="bubble runs"
+    )
 
 
 def parser() -> OneLineParser:
@@ -206,7 +214,7 @@ def parser() -> OneLineParser:
 
 
 def _rank(opts) -> list[dict]:
-    return measure(opts.m, opts.steps, opts.repeats)
+    return measure(opts.m, opts.rounds, opts.repeats)
 
 
 def bench(argv: list[str]) -> int:
@@ -227,8 +235,8 @@ def bench(argv: list[str]) -> int:
     return guarded(body)
 
 
-def main(m: int = 8, steps: int = 3, repeats: int = 5) -> dict:
-    records = measure(m, steps, repeats)
+def main(m: int = 8, rounds: int = ROUNDS, repeats: int = REPEATS) -> dict:
+    records = measure(m, rounds, repeats)
     for line in lines(records):
         print0(line)
     said = [sentence(records[0], "our 1F1B step", "torch's Schedule1F1B")]

@@ -1,7 +1,7 @@
 """``python -m snippets bench tp``: our tensor-parallel MLP step beside DTensor's
 (``parallelize_module`` with ``ColwiseParallel`` on fc, ``RowwiseParallel`` on proj).
 
-    python -m snippets bench tp [-n 2] [--steps 5] [--repeats 7] [--json]
+    python -m snippets bench tp [-n 2] [--rounds 35] [--json]
     torchrun --nproc-per-node 2 -m snippets bench tp --json
     python -m snippets run tp_bench       # 2 ranks, the same: the note's run
 
@@ -9,12 +9,11 @@ Both sides cut the same dense MLP of the tiny GPT (d → 4d → d, from one seed
 with ``ColumnParallelLinear`` and ``RowParallelLinear``, DTensor's by its plans. A
 step is forward and backward of (B·N, d) tokens with a fixed output gradient, the
 input's gradient included (one all-reduce each way). After two untimed steps each,
-the two take turns (``ddp_bench_timing.interleaved``); a step's time is the slowest
-rank's. Per repeat each side's median step; ``ratio`` = ours ÷ DTensor's median over
-the repeats; ``ratio_median``, ``ratio_lo``, ``ratio_hi``: median and quartiles of
-the per-repeat ratios, and ``order`` what that spread allows (``claims.verdict``).
-``cpu_ratio``: ours ÷ theirs in CPU time of the main thread, which says whether a gap
-is Python work or waiting.
+the two take turns step by step, who goes first alternating (``snippets.core.timing``);
+a step's time is the slowest rank's. The record is the harness's: each side's median
+step and IQR, ``ratio`` = ours ÷ DTensor's step against step in the same round (its
+median and IQR), and ``order``, what that IQR allows. ``cpu_ratio``: the same in CPU
+time of the main thread, which says whether a gap is Python work or waiting.
 ``max_abs_diff``: output, input gradient and every weight gradient, ours vs theirs.
 """
 
@@ -23,9 +22,7 @@ from __future__ import annotations
 import copy
 import json
 import os
-import statistics
 import textwrap
-import time
 
 import torch
 import torch.distributed as dist
@@ -36,7 +33,6 @@ from torch.distributed.tensor.parallel import (
     parallelize_module,
 )
 
-from snippets.core.claims import Spread, verdict
 from snippets.core.cli import (
     OneLineParser,
     add_run_arguments,
@@ -45,8 +41,8 @@ from snippets.core.cli import (
     positive_int,
 )
 from snippets.core.runtime import Spec, UsageError, device, launch, print0
+from snippets.core.timing import interleave, record, sentence, spread
 from snippets.models.tiny_gpt import GPT, GPTConfig
-from snippets.parallel.data.ddp_bench_timing import interleaved, rank_mean_median
 from snippets.parallel.tensor.tensor_parallel import (
     ColumnParallelLinear,
     RowParallelLinear,
@@ -61,57 +57,7 @@ SPEC = Spec(
 TARGET = 1.0  # our step at most this many times DTensor's
 CFG = GPTConfig(vocab_size=64, block_size=128, n_layer=1, n_head=4, n_embd=128)
 ROWS = 8  # sequences: (8·128, 128) tokens, a ~10-20 ms step on one CPU core
-
-
-class Timed:
-    """A step, with the CPU time of this thread per call (not gloo's threads)."""
-
-    def __init__(self, fn):
-        self.fn, self.cpu = fn, []
-
-    def __call__(self):
-        start = time.thread_time()
-        out = self.fn()
-        self.cpu.append(time.thread_time() - start)
-        return out
-
-
-def comparison(name: str, baseline: str, sides: tuple, repeats_times: tuple, warmup=2):
-    """One record: per repeat each side's median step, then median and quartiles
-    over the repeats; ratio = ours ÷ theirs of the medians; ``order`` is ours
-    against theirs, "faster"/"slower" only where the per-repeat spread allows."""
-    mine, theirs = ([statistics.median(r) for r in side] for side in repeats_times)
-    a, b = Spread.of(mine), Spread.of(theirs)
-    ratios = Spread.of([x / y for x, y in zip(mine, theirs)])
-    speedup = Spread.of([y / x for x, y in zip(mine, theirs)])  # above 1: ours faster
-    cpu, torch_cpu = (rank_mean_median(s.cpu[warmup:]) for s in sides)
-    return {
-        "impl": name,
-        "baseline": baseline,
-        "world_size": dist.get_world_size(),
-        "step_time_s": a.median,
-        "step_time_lo_s": a.lo,
-        "step_time_hi_s": a.hi,
-        "torch_step_time_s": b.median,
-        "torch_step_time_lo_s": b.lo,
-        "torch_step_time_hi_s": b.hi,
-        "ratio": a.median / b.median,
-        "ratio_median": ratios.median,  # of the per-repeat ratios
-        "ratio_lo": ratios.lo,
-        "ratio_hi": ratios.hi,
-        "order": verdict(speedup),
-        "cpu_s": cpu,
-        "torch_cpu_s": torch_cpu,
-        "cpu_ratio": cpu / torch_cpu,
-        "repeats": len(mine),
-        "steps": sum(map(len, repeats_times[0])),
-    }
-
-
-def time_pair(ours, theirs, steps: int, repeats: int, warmup: int = 2) -> tuple:
-    for _ in range(warmup):
-        ours(), theirs()
-    return interleaved(ours, theirs, steps, repeats)
+ROUNDS = 35
 
 
 # --8<-- [start:pair]
@@ -127,7 +73,7 @@ def mlp_pair(cfg: GPTConfig = CFG) -> tuple:
     return ours, parallelize_module(copy.deepcopy(dense), mesh, plan)
 
 
-def stepper(module, x: torch.Tensor, dy: torch.Tensor) -> Timed:
+def stepper(module, x: torch.Tensor, dy: torch.Tensor):
     """Forward and backward, the input's gradient too; returns (y, ∂L/∂x)."""
 
     def step():
@@ -138,7 +84,7 @@ def stepper(module, x: torch.Tensor, dy: torch.Tensor) -> Timed:
         y.backward(dy)
         return y.detach(), xx.grad
 
-    return Timed(step)
+    return step
 
 
 # --8<-- [end:pair]
@@ -148,8 +94,8 @@ def local(t: torch.Tensor) -> torch.Tensor:
     return t.to_local() if hasattr(t, "to_local") else t
 
 
-def measure(steps: int, repeats: int, cfg: GPTConfig = CFG, rows: int = ROWS) -> dict:
-    g = torch.Generator().manual_seed(1)
+def measure(rounds: int, cfg: GPTConfig = CFG, rows: int = ROWS) -> dict:
+    g, t = torch.Generator().manual_seed(1), dist.get_world_size()
     x, dy = torch.randn(2, rows * cfg.block_size, cfg.n_embd, generator=g).to(device())
     ours_mod, theirs_mod = mlp_pair(cfg)
     ours, theirs = stepper(ours_mod, x, dy), stepper(theirs_mod, x, dy)
@@ -157,34 +103,20 @@ def measure(steps: int, repeats: int, cfg: GPTConfig = CFG, rows: int = ROWS) ->
     diffs = [(y1 - y2).abs().max(), (gx1 - gx2).abs().max()]
     for (n, p1), p2 in zip(ours_mod.named_parameters(), theirs_mod.parameters()):
         diffs.append((p1.grad - local(p2.grad)).abs().max())
-    times = time_pair(ours, theirs, steps, repeats, warmup=1)
-    found = comparison("tp_mlp", "dtensor", (ours, theirs), times)
+    steps = interleave({"ours": ours, "dtensor": theirs}, rounds, warmup=1)
+    found = {"impl": "tp_mlp", "baseline": "dtensor", "world_size": t}
+    found |= record(steps, "ours", "dtensor")  # times, ratio, CPU: every round
     found.update(max_abs_diff=max(d.item() for d in diffs), target=TARGET,
                  tokens=rows * cfg.block_size, d=cfg.n_embd)  # fmt: skip
     return found
 
 
-def sentence(r: dict, what: str, theirs: str) -> str:
-    """What the record says, and no more than its spread allows."""
-    order = {"faster": "faster than", "slower": "slower than"}.get(r["order"])
-    said = f"{order} {theirs}" if order else f"{r['order']} from {theirs}"
-    met = "within" if r["ratio"] <= r["target"] else "over"
-    return (
-        f"At {r['world_size']} ranks {what} took {r['ratio']:.2f}× the time of "
-        f"{theirs} (ratio of the medians; per repeat {r['ratio_median']:.2f}, "
-        f"quartiles {r['ratio_lo']:.2f}–{r['ratio_hi']:.2f} over {r['repeats']}): "
-        f"{said}; {met} the {r['target']}× target. CPU time of the main thread, "
-        f"ours ÷ theirs: {r['cpu_ratio']:.2f}."
-    )
-
-
 def lines(r: dict) -> list[str]:
     head = (
         f"MLP d={r['d']} → {4 * r['d']} → {r['d']}, {r['tokens']} tokens, fp32, "
-        f"{r['repeats']} repeats × {r['steps'] // r['repeats']} steps each, in turns"
+        f"{r['rounds']} rounds of one step each, in turns"
     )
-    ms = [Spread(*(r[f"{k}{s}"] for s in ("_s", "_lo_s", "_hi_s"))).text(1, 1e3)
-          for k in ("step_time", "torch_step_time")]  # fmt: skip
+    ms = [spread(r, k).text(1, 1e3) for k in ("time", "baseline_time")]
     return [
         head,
         f"ours ms {ms[0]}   DTensor ms {ms[1]}   max|Δ| {r['max_abs_diff']:.1e}",
@@ -201,12 +133,13 @@ def parser() -> OneLineParser:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--steps", type=positive_int, default=5)
-    parser.add_argument("--repeats", type=positive_int, default=7)
+    parser.add_argument(
+        "--rounds", type=positive_int, default=ROUNDS, help="timed steps of each"
+    )
 
 
 def _rank(opts) -> dict:
-    return measure(opts.steps, opts.repeats)
+    return measure(opts.rounds)
 
 
 def bench(argv: list[str]) -> int:
@@ -227,8 +160,8 @@ def bench(argv: list[str]) -> int:
     return guarded(body)
 
 
-def main(steps: int = 5, repeats: int = 7) -> dict:
-    r = measure(steps, repeats)
+def main(rounds: int = ROUNDS) -> dict:
+    r = measure(rounds)
     for line in lines(r):
         print0(line)
     provenance = {"backend": dist.get_backend(), "world_size": r["world_size"]}

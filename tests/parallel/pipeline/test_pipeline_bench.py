@@ -1,7 +1,8 @@
 """``python -m snippets bench pipeline``: one tiny run's two JSON records (our 1F1B
-step ÷ torch's Schedule1F1B, both computing the same loss and gradients; the
-executed bubble ÷ the formula), its printed lines, and bad input (one line, exit
-status 2). No timing assertions."""
+step beside torch's Schedule1F1B, both computing the same loss and gradients; the
+executed bubble beside the formula's), its printed lines, and bad input (one line,
+exit status 2). The timing itself is tested in tests/core/test_timing.py; times on a
+shared machine are not a pass/fail."""
 
 from __future__ import annotations
 
@@ -13,14 +14,6 @@ import pytest
 from snippets.core import registry
 from snippets.parallel.pipeline import pipeline_bench
 
-COMMON = {"impl", "baseline", "world_size", "step_time_s", "torch_step_time_s",
-          "ratio", "ratio_median", "ratio_lo", "ratio_hi", "repeats", "target",
-          "m", "d", "rows"}  # fmt: skip
-STEP = COMMON | {"step_time_lo_s", "step_time_hi_s", "torch_step_time_lo_s",
-                 "torch_step_time_hi_s", "order", "cpu_s", "torch_cpu_s",
-                 "cpu_ratio", "steps", "max_abs_diff"}  # fmt: skip
-BUBBLE = COMMON | {"bubble", "bubble_formula", "bubble_replayed", "action_ms"}
-
 
 def test_it_is_the_registered_bench_called_pipeline() -> None:
     assert "snippets.parallel.pipeline.pipeline_bench" in registry.module_names()
@@ -28,25 +21,19 @@ def test_it_is_the_registered_bench_called_pipeline() -> None:
 
 
 def test_two_json_records_and_both_sides_compute_the_same(capsys) -> None:
-    args = ["-n", "2", "--m", "2", "--steps", "1", "--repeats", "2", "--json"]
+    args = ["-n", "2", "--m", "2", "--rounds", "2", "--repeats", "2", "--json"]
     assert pipeline_bench.bench(args) == 0
     step, bubble = map(json.loads, capsys.readouterr().out.splitlines())
-    assert set(step) == STEP, set(step) ^ STEP
-    assert set(bubble) == BUBBLE, set(bubble) ^ BUBBLE
     assert (step["impl"], step["baseline"], step["world_size"]) == (
         "1f1b", "torch_1f1b", 2,
     )  # fmt: skip
-    assert step["ratio"] == step["step_time_s"] / step["torch_step_time_s"]
-    assert step["ratio_lo"] <= step["ratio_median"] <= step["ratio_hi"]
     assert step["max_abs_diff"] < 1e-5, step  # the loss and every gradient
-    assert step["steps"] == 2 and step["target"] == 1.1
+    # the check step and one warm-up step are not among the 2 timed
+    assert len(step["times_s"]) == len(step["baseline_times_s"]) == step["rounds"] == 2
     # the bubble: p = 2, m = 2, so (p - 1)/(m + p - 1) = 1/3
     assert bubble["bubble_formula"] == float(Fraction(1, 3))
-    assert bubble["ratio"] == bubble["bubble"] / bubble["bubble_formula"]
     assert 0 < bubble["bubble"] < 1 and 0 <= bubble["bubble_replayed"] < 1
-    assert bubble["torch_step_time_s"] is None and bubble["step_time_s"] > 0
-    mid, lo, hi = bubble["action_ms"]  # median, quartiles
-    assert 0 < lo <= mid <= hi
+    assert bubble["repeats"] == 2
     shown = pipeline_bench.lines([step, bubble])
     assert max(map(len, shown)) <= 88
     assert "× the time of torch's Schedule1F1B" in " ".join(shown)
@@ -56,7 +43,7 @@ def test_two_json_records_and_both_sides_compute_the_same(capsys) -> None:
     "args,named",
     [
         (["--m", "0"], "--m"),
-        (["--steps", "two"], "--steps"),
+        (["--rounds", "two"], "--rounds"),
         (["--repeats", "0"], "--repeats"),
         (["-n", "-2"], "-n"),
     ],

@@ -166,14 +166,18 @@ def measure(m: int, rounds: int, repeats: int) -> list[dict]:
 def bubble_sentence(r: dict) -> str:
     lo, hi = r["ratio_lo"], r["ratio_hi"]
     inside = abs(r["ratio"] - 1) <= BUBBLE_TOLERANCE
+    compute = r["bubble_replayed"] - r["bubble_formula"]
+    messages = r["bubble"] - r["bubble_replayed"]
     return (
         f"At {r['world_size']} ranks and m={r['m']} the executed 1F1B bubble was "
         f"{r['bubble']:.3f} of the time, {r['ratio']:.2f}× the formula's "
         f"(p − 1)/(m + p − 1) = {r['bubble_formula']:.3f} (quartiles {lo:.2f}–"
         f"{hi:.2f} over {r['repeats']} runs): {'within' if inside else 'outside'} "
         f"±{BUBBLE_TOLERANCE:.0%}. Replayed with the measured action times and "
-        f"instant messages: {r['bubble_replayed']:.3f}. An action took "
-        f"{Spread(*r['action_ms']).text(0)} ms (median [quartiles])."
+        f"instant messages: {r['bubble_replayed']:.3f}. Of the gap to the formula, "
+        f"{compute:+.3f} is in the compute (the replay: uneven and noisy action "
+        f"times) and {messages:+.3f} in the messages and waits between actions. An "
+        f"action took {Spread(*r['action_ms']).text(0)} ms (median [quartiles])."
     )
 
 

@@ -10,7 +10,7 @@ import torch
 import torch.distributed as dist
 
 from snippets.core.runtime import UsageError, launch
-from snippets.models.tiny_gpt import GPT, GPTConfig
+from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
 from snippets.parallel.pipeline.pipeline_executor import execute
 from snippets.parallel.pipeline.pipeline_torch import TORCH_SCHEDULES, run_torch
 
@@ -24,8 +24,7 @@ def grads(model: GPT) -> dict[str, torch.Tensor]:
 
 def both() -> dict:
     """Every case, ours then torch's, from the same fresh weights; 8 rows."""
-    g = torch.Generator().manual_seed(3)
-    idx, targets = torch.randint(CFG.vocab_size, (2, 8, CFG.block_size), generator=g)
+    idx, targets = random_batch(CFG, 8, seed=3)
     whole = GPT(CFG).double()
     whole(idx, targets)[1].backward()
     out: dict = {}

@@ -32,12 +32,7 @@ from snippets.core.cli import (
     snippet_options,
 )
 from snippets.core.run_all import DEFAULT_RESULTS, check_writable, run_all
-from snippets.core.runtime import (
-    choose_backend,
-    describe_device,
-    run,
-    under_torchrun,
-)
+from snippets.core.runtime import choose_backend, run, under_torchrun
 
 
 def cmd_list(_opts: argparse.Namespace) -> int:
@@ -74,12 +69,7 @@ def cmd_run(opts: argparse.Namespace) -> int:
     if opts.out and int(os.environ.get("RANK", "0")) == 0:
         distributed = spec.world_size > 1 or n > 1 or under_torchrun()
         shown = backend if distributed else "none"
-        record = {
-            "result": result,
-            "backend": shown,
-            "world_size": n,
-            "device": describe_device(shown),
-        }
+        record = {"result": result, "backend": shown, "world_size": n}
         Path(opts.out).write_text(json.dumps(record, default=str), encoding="utf-8")
     return 0
 

@@ -43,6 +43,7 @@ from snippets.core.gpu_report import (
     tflops_rows,
 )
 from snippets.core.registry import module_names
+from snippets.core.results import provenance
 
 REPO_DIR = Path(__file__).resolve().parents[2]
 BUDGET_S = 450.0  # all steps together: 8 minutes, less start-up and the report
@@ -151,17 +152,14 @@ def environment() -> dict:
         driver = "unknown"
     needed = ("altair", "pytest", "tqdm", "triton")  # what the steps import
     missing = [name for name in needed if importlib.util.find_spec(name) is None]
-    return {
+    return provenance("none", 1) | {  # device, torch, Python, commit, time; and:
         "missing": missing,
         "gpu": f"{torch.cuda.device_count()}× {props.name}, "
         f"{props.total_memory / 2**30:.0f} GiB",
         "cpu": f"{platform.machine()}, {os.cpu_count()} cores",
         "driver": driver,
-        "python": platform.python_version(),
-        "torch": torch.__version__,
         "cuda": torch.version.cuda or "none",
         "triton": triton_version,
-        "utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
 
 

@@ -35,6 +35,7 @@ from snippets.core.runtime import Spec, UsageError, print0
 BENCH = "attention"
 SPEC = Spec(
     timed=True,  # it measures time: run-all runs it alone
+    gpu_path=True,
     summary="attention fwd+bwd: time and measured peak memory, naive vs tiled vs SDPA",
 )
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}

@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from snippets.core.registry import REPO_DIR, import_closure
+from snippets.core.import_graph import REPO_DIR, import_closure
 from snippets.core.runtime import describe_device
 
 RESULTS_ENV = "COMMONPLACE_RESULTS"  # run-all sets it for each snippet it runs

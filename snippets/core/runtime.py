@@ -35,7 +35,9 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 
+from snippets.core import ranks
 from snippets.core.errors import RankError, UsageError
+from snippets.core.import_graph import steps_optimizer
 from snippets.core.ranks import run_rank, spawn
 
 __all__ = [
@@ -72,6 +74,7 @@ class Spec:
     needs: str = "cpu"  # "cpu": runs anywhere; "gpu": only where CUDA is
     timeout_s: float = DEFAULT_TIMEOUT_S
     timed: bool = False  # it reports times: run-all runs nothing else beside it
+    gpu_path: bool = False  # it has a CUDA path: ``make gpu-check`` runs it on the GPU
     reads: tuple[str, ...] = ()  # snippets whose results/<name>.json it reads
 
 
@@ -179,6 +182,17 @@ def launch(
 # --8<-- [end:launch]
 
 
+def fork_server_preload(fn: Callable) -> list[str]:
+    """What the fork server imports once before it forks the ranks that run ``fn``:
+    torch, and ``torch._dynamo`` (which an optimizer's first step imports, ~2 s of CPU
+    a rank) only where the code ``fn`` runs names an optimizer
+    (:func:`~snippets.core.import_graph.steps_optimizer`; a wrong guess costs time
+    only). A function whose file is unknown keeps everything."""
+    path = getattr(sys.modules.get(fn.__module__), "__file__", None)
+    steps = path is None or steps_optimizer(Path(path))
+    return [m for m in ranks.DEFAULT_PRELOAD if steps or m != "torch._dynamo"]
+
+
 def run(
     main: Callable[..., Any],
     spec: Spec,
@@ -189,6 +203,7 @@ def run(
 ) -> Any:
     """Run a snippet's ``main(**options)`` the way its SPEC asks; return rank 0's
     result."""
+    ranks.PRELOAD[:] = fork_server_preload(main)  # before the server starts
     if options:  # a partial is still picklable: spawned ranks import main by name
         main = functools.partial(main, **options)
     n = spec.world_size if world_size is None else world_size

@@ -213,3 +213,25 @@ def test_the_environment_names_the_gpu_and_the_versions(monkeypatch) -> None:
     monkeypatch.setattr(gpu_check, "provenance", lambda b, n: {"commit": (b, n)})
     assert gpu_check.environment()["commit"] == ("none", 1)
     assert "utc" not in gpu_check.environment()
+
+
+def test_the_gpu_step_runs_the_snippets_flagged_with_a_cuda_path(
+    tmp_path, monkeypatch
+) -> None:
+    from types import SimpleNamespace
+
+    from snippets.core.runtime import Spec
+
+    run_all = gpu_check.plan(tmp_path, tmp_path / "gpu.xml")[-1]
+    only = run_all.argv[run_all.argv.index("--only") + 1 :]
+    # the four with a CUDA path: Triton kernels, the attention benchmark's CUDA
+    # memory, device-copy bandwidth, the real nvidia-smi topo -m
+    want = ["attention_bench", "flash_attention_triton", "p2p_bandwidth", "topology"]
+    assert sorted(only) == want
+    fake = {
+        "a": SimpleNamespace(spec=Spec("a", gpu_path=True)),
+        "b": SimpleNamespace(spec=Spec("b")),
+        "c": SimpleNamespace(spec=Spec("c", gpu_path=True)),
+    }
+    monkeypatch.setattr(gpu_check, "snippets_by_name", lambda: fake)
+    assert gpu_check.gpu_snippets() == ["a", "c"]  # by the flag, not by a name

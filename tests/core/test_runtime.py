@@ -230,3 +230,24 @@ def test_a_failure_apart_is_one_line_and_a_hang_is_stopped() -> None:
         runtime.start_apart(time.sleep, (60,), timeout_s=1)()
     assert time.monotonic() - start < 30
     assert process_children(os.getpid()) == []
+
+
+def test_the_runtime_decides_what_the_fork_server_preloads(monkeypatch) -> None:
+    """A snippet that steps no optimizer does without torch._dynamo; one that does, or
+    one whose file is unknown, keeps it; ``run`` applies the choice before launching."""
+    from snippets.comm.collective import collectives
+    from snippets.core import ranks
+    from snippets.parallel.sharded import zero
+
+    every = list(ranks.DEFAULT_PRELOAD)
+    assert "torch._dynamo" in every
+    assert runtime.fork_server_preload(zero.main) == every
+    without = runtime.fork_server_preload(collectives.main)
+    assert without == [m for m in every if m != "torch._dynamo"]
+    assert runtime.fork_server_preload(eval("lambda: None")) == every  # no file
+    monkeypatch.setattr(ranks, "PRELOAD", list(every))
+    seen = []
+    monkeypatch.setattr(runtime, "launch", lambda *a: seen.append(list(ranks.PRELOAD)))
+    with pytest.raises(TypeError):  # the fake launch returns None: nothing to index
+        runtime.run(collectives.main, runtime.Spec("s", world_size=2), 2, "gloo")
+    assert seen == [without]

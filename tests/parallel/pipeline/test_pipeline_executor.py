@@ -8,6 +8,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from snippets.core.compare import max_difference
 from snippets.core.runtime import UsageError, launch
 from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
 from snippets.parallel.pipeline.pipeline_executor import execute
@@ -36,9 +37,9 @@ def runs() -> list[dict]:
         grads = {n: q.grad for n, q in model.named_parameters() if q.grad is not None}
         out.append({
             "case": (name, m, v),
-            "error": max((grads[n] - ref[n].grad).abs().max().item() for n in grads),
-            "tied": (grads["tok_emb.weight"] - ref["tok_emb.weight"].grad).abs()
-            .max().item() if "tok_emb.weight" in grads else None,
+            "error": max_difference(model, reference, grads=True),
+            "tied": max_difference(grads["tok_emb.weight"], ref["tok_emb.weight"].grad)
+            if "tok_emb.weight" in grads else None,
             "owned": sorted(grads),
             "loss": None if run.loss is None else abs(run.loss.item() - loss.item()),
             "peak": run.peak_in_flight,

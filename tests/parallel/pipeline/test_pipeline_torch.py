@@ -9,6 +9,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from snippets.core.compare import max_difference
 from snippets.core.runtime import UsageError, launch
 from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
 from snippets.parallel.pipeline.pipeline_executor import execute
@@ -35,8 +36,8 @@ def both() -> dict:
         a, b, w = grads(ours), grads(theirs), grads(whole)
         out[name] = {
             "names": (sorted(a), sorted(b)),
-            "vs_torch": max((a[n] - b[n]).abs().max().item() for n in a),
-            "vs_whole": max((b[n] - w[n]).abs().max().item() for n in b),
+            "vs_torch": max_difference(a, b),
+            "vs_whole": max_difference(b, w),
             "losses": None if loss is None else (run.loss.item(), loss.item()),
         }
     for key, m in (("m<p", 1), ("uneven", 3)):  # ours runs both; torch does not

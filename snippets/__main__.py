@@ -22,7 +22,7 @@ import os
 import sys
 from pathlib import Path
 
-from snippets.core import ranks, registry
+from snippets.core import registry
 from snippets.core.cli import (
     OneLineParser,
     add_run_arguments,
@@ -32,15 +32,12 @@ from snippets.core.cli import (
     snippet_options,
 )
 from snippets.core.run_all import DEFAULT_RESULTS, check_writable, run_all
-from snippets.core.runtime import (
-    choose_backend,
-    describe_device,
-    run,
-    under_torchrun,
-)
+from snippets.core.runtime import choose_backend, run, under_torchrun
 
 
-def cmd_list(_opts: argparse.Namespace) -> int:
+def cmd_list(opts: argparse.Namespace) -> int:
+    if opts.blocks:
+        return list_blocks()
     rows = []
     for name, entry in registry.snippets_by_name().items():
         notes = ", ".join(str(p) for p in registry.notes_embedding(name)) or "-"
@@ -53,6 +50,25 @@ def cmd_list(_opts: argparse.Namespace) -> int:
     widths = [max(len(r[i]) for r in rows + [header]) for i in range(4)]
     for row in [header] + rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[4])
+    blocks = registry.building_blocks()
+    print(
+        f"\n{len(blocks)} more modules are building blocks, not snippets: the snippets "
+        "above import them.\n'python -m snippets list --blocks' names each and the "
+        "snippet that runs it."
+    )
+    return 0
+
+
+def list_blocks() -> int:
+    """The modules without SPEC (outside core), each with the snippets built on it."""
+    rows = [
+        (name, ", ".join(runners) or "none")
+        for name, runners in sorted(registry.building_blocks().items())
+    ]
+    header = ("building block", "runs in (python -m snippets run NAME)")
+    width = max(len(r[0]) for r in rows + [header])
+    for name, runners in [header] + rows:
+        print(f"{name.ljust(width)}  {runners}")
     return 0
 
 
@@ -68,18 +84,11 @@ def cmd_run(opts: argparse.Namespace) -> int:
         check_writable(Path(opts.out).parent)
     prog = f"python -m snippets run {entry.name}"
     options = snippet_options(entry.module, opts.rest, prog)
-    if not registry.steps_optimizer(entry.path):
-        ranks.PRELOAD.remove("torch._dynamo")
     result = run(entry.module.main, spec, n, backend, opts.timeout, options)
     if opts.out and int(os.environ.get("RANK", "0")) == 0:
         distributed = spec.world_size > 1 or n > 1 or under_torchrun()
         shown = backend if distributed else "none"
-        record = {
-            "result": result,
-            "backend": shown,
-            "world_size": n,
-            "device": describe_device(shown),
-        }
+        record = {"result": result, "backend": shown, "world_size": n}
         Path(opts.out).write_text(json.dumps(record, default=str), encoding="utf-8")
     return 0
 
@@ -108,6 +117,11 @@ def build_parser() -> OneLineParser:
         dest="command", required=True, parser_class=OneLineParser
     )
     p = sub.add_parser("list", help="every snippet, its note, ranks and needs")
+    p.add_argument(
+        "--blocks",
+        action="store_true",
+        help="the building blocks instead: modules the snippets import, not run alone",
+    )
     p.set_defaults(fn=cmd_list)
     p = sub.add_parser("run", help="run one snippet and print its self-check")
     p.add_argument("name")

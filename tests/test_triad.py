@@ -14,7 +14,7 @@ from pathlib import Path
 
 from conftest import REPO
 
-from snippets.core import registry
+from snippets.core import import_graph, registry
 
 SNIPPETS = REPO / "snippets"
 DOCS = REPO / "docs"
@@ -77,13 +77,13 @@ def test_every_helper_is_tested_through_a_concept() -> None:
     reached = set()
     for dotted in snippets:
         if mirrored_test_file(dotted).is_file():
-            reached |= registry.import_closure(registry.module_path(dotted))
+            reached |= import_graph.import_closure(import_graph.module_path(dotted))
     untested = [
         dotted
         for dotted in registry.module_names()
         if dotted not in snippets
         and not dotted.startswith("snippets.core.")  # held to a test file above
-        and registry.module_path(dotted).resolve() not in reached
+        and import_graph.module_path(dotted).resolve() not in reached
         and not mirrored_test_file(dotted).is_file()
     ]
     assert not untested, f"helpers no tested snippet uses: {untested}"

@@ -60,6 +60,7 @@ from snippets.core.timing import Clock, interleave, record, spread
 BENCH = "attention"
 SPEC = Spec(
     timed=True,  # it measures time: run-all runs it alone
+    gpu_path=True,
     summary="attention fwd+bwd: time and measured peak memory, naive vs tiled vs SDPA",
 )
 IMPLS = ("naive", "flash", "sdpa", "triton")

@@ -35,7 +35,8 @@ from snippets.core.cli import main_entry
 from snippets.core.runtime import Spec, print0
 
 SPEC = Spec(
-    summary="FlashAttention-2 forward and backward as Triton kernels, checked vs SDPA"
+    summary="FlashAttention-2 forward and backward as Triton kernels, checked vs SDPA",
+    gpu_path=True,
 )
 DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 

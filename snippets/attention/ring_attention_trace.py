@@ -23,9 +23,8 @@ from snippets.attention.online_softmax import merge_outputs
 from snippets.attention.ring_attention import ring_forward
 from snippets.attention.ring_pass import finish_pass, start_pass
 from snippets.attention.zigzag_layout import visible_block
-from snippets.comm.trace_frames import check_animation, label, player_html
-from snippets.core.chart_style import PALETTE
 from snippets.core.cli import main_entry
+from snippets.core.player import check_animation, player_data, player_html
 from snippets.core.runtime import Spec, device, print0
 
 SPEC = Spec(
@@ -122,18 +121,14 @@ def record_ring_attention(n: int = 3, d: int = 32) -> dict:
             assert owners[r][s + 1] == owners[(r - 1) % p][s], (r, s, owners)
     nbytes = 2 * mine[1].numel() * mine[1].element_size()  # K and V, one message
     frames = _frames(owners, [[e for _, e in st] for st, _, _ in everyone], nbytes)
-    anim = {
-        "title": f"ring attention, {p} ranks: K, V go round; each rank's (O, ℓ) "
+    anim = player_data(
+        frames,
+        inputs=[[None, None] for _ in range(p)],
+        final=[[None, round(e[1], 4)] for e in everyone],
+        title=f"ring attention, {p} ranks: K, V go round; each rank's (O, ℓ) "
         "merges one block a step (ℓ: its first query's log-sum-exp)",
-        "ranks": p,
-        "numel": 2,
-        "colors": [PALETTE[r % len(PALETTE)] for r in range(p)],
-        "inputs": [[None, None] for _ in range(p)],
-        "final": [[None, round(e[1], 4)] for e in everyone],
-        "final_labels": [[label(c) for c in row] for row in frames[-1]["cells"]],
-        "slots": ["K, V held", "O, ℓ merged"],
-        "frames": frames,
-    }
+        slots=["K, V held", "O, ℓ merged"],
+    )
     check_animation(anim, [[None, round(e[2], 4)] for e in everyone])
     assert all(row[1] == list(range(p)) for row in frames[-1]["cells"])
     return anim

@@ -22,10 +22,10 @@ import torch
 import torch.distributed as dist
 
 from snippets.comm.messages import note_send
-from snippets.comm.swap_frames import one_line, record_swap, stopped_elsewhere
-from snippets.comm.trace_frames import player_html
+from snippets.comm.swap_frames import one_line, record_stopped, record_swap
 from snippets.core.cli import main_entry, positive_float
-from snippets.core.runtime import Spec, device, print0
+from snippets.core.player import player_html
+from snippets.core.runtime import Spec, device, print0, start_apart
 
 THIS = "snippets.comm.point_to_point"  # its name even when run as __main__
 SPEC = Spec(
@@ -150,7 +150,8 @@ def main(deadlock_timeout: float = 3.0) -> dict:
     paired = peer < p
     # the same deadlock launched on its own ranks, meanwhile: how the runtime stops it
     if me == 0:
-        started = stopped_elsewhere(THIS + ":both_send_first", deadlock_timeout)
+        exchange = (THIS + ":both_send_first", deadlock_timeout)
+        started = start_apart(record_stopped, exchange, deadlock_timeout + 120)
     rows = []
     for name, swap in (
         ("send/recv, ordered by parity", swap_by_parity),

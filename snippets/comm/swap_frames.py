@@ -10,17 +10,14 @@ times out after a few seconds. Each rank writes its sends to a file as it notes 
 so a rank the runtime stopped still leaves them behind: they are drawn as ``blocked``
 (nothing delivered). The last frame draws both ranks stopped, how long after its send
 each was stopped, and the one line of the ``RankError`` that ``launch`` raised. A rank
-cannot launch ranks of its own, so ``stopped_elsewhere`` runs it in a fresh interpreter.
+cannot launch ranks of its own, so a rank starts it with ``runtime.start_apart``.
 """
 
 from __future__ import annotations
 
 import importlib
 import json
-import os
 import re
-import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import asdict
@@ -31,7 +28,8 @@ import torch
 import torch.distributed as dist
 
 from snippets.comm.messages import Send, gather_trace
-from snippets.comm.trace_frames import animation, check_animation
+from snippets.comm.trace_frames import animation
+from snippets.core.player import check_animation
 from snippets.core.runtime import RankError, device, launch
 
 
@@ -106,7 +104,7 @@ def record_stopped(exchange: str, timeout_s: float) -> dict:
     """Launch ``exchange`` on two fresh gloo ranks with a ``timeout_s`` group timeout;
     return its frames, ending with the ranks as the runtime stopped them. Raises
     AssertionError if the exchange returned. Call it where no ranks run (a rank:
-    ``stopped_elsewhere``)."""
+    through ``start_apart``)."""
     with tempfile.TemporaryDirectory(prefix="commonplace-stuck-") as notes:
         try:
             launch(_stuck_rank, 2, "gloo", timeout_s, args=(exchange, notes))
@@ -145,32 +143,3 @@ def record_stopped(exchange: str, timeout_s: float) -> dict:
     )
     check_animation(anim, inputs)
     return anim | {"error": str(error), "error_rank": error.rank, "after_s": after}
-
-
-def stopped_elsewhere(exchange: str, timeout_s: float) -> Callable[[], dict]:
-    """Start ``record_stopped`` in a fresh interpreter (not a rank, not under
-    torchrun) and return at once; calling the result waits for its frames."""
-    out = tempfile.NamedTemporaryFile(prefix="commonplace-", suffix=".json")
-    env = {k: v for k, v in os.environ.items() if k not in _RANK_VARS}
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
-    code = (
-        "import json, sys; from snippets.comm.swap_frames import record_stopped; "
-        "json.dump(record_stopped(sys.argv[1], float(sys.argv[2])), "
-        "open(sys.argv[3], 'w'))"
-    )
-    args = [sys.executable, "-c", code, exchange, str(timeout_s), out.name]
-    proc = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL)
-
-    def frames() -> dict:
-        with out:
-            if proc.wait(timeout=timeout_s + 120) != 0:
-                raise RuntimeError(
-                    f"recording the stopped run failed ({proc.returncode})"
-                )
-            return json.loads(Path(out.name).read_text())
-
-    return frames
-
-
-_RANK_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK")

@@ -1,5 +1,6 @@
 """Animations from executed traces: a merged trace of ``Send``s, replayed step by step
-from the ranks' first buffers, as the frames the page's player draws.
+from the ranks' first buffers, as the frames the page's player draws
+(:mod:`snippets.core.player`).
 
 Every element of every rank's buffer is tracked as the list of ranks whose input it
 holds summed so far (a rank appears twice if its input was added twice: a bug the
@@ -18,20 +19,17 @@ value of ``None`` is a place the collective leaves undefined, and is not compare
 ``record_allreduce`` runs one all-reduce with ``trace=`` on every rank, gathers the
 trace, the first and final buffers and ``dist.all_reduce``'s answer, and returns the
 animation only if its last frame equals both: the frames cannot disagree with the run.
-``player_html`` is what a note includes (``docs/assets/player/player.js`` draws it).
 """
 
 from __future__ import annotations
 
-import html
-import json
 from typing import Callable
 
 import torch
 import torch.distributed as dist
 
 from snippets.comm.messages import Send, gather_trace
-from snippets.core.chart_style import PALETTE
+from snippets.core.player import check_animation, player_data
 from snippets.core.runtime import device
 
 # --8<-- [start:actions]
@@ -78,31 +76,6 @@ def replay(
 # --8<-- [end:actions]
 
 
-def label(cell: list[int]) -> str:
-    """The ranks in a cell as ranges: [0, 1, 2, 4] → "0–2,4"; a repeat shows twice."""
-    runs: list[list[int]] = []
-    for r in cell:
-        if runs and r == runs[-1][-1] + 1:
-            runs[-1].append(r)
-        else:
-            runs.append([r])
-    return ",".join(
-        f"{g[0]}–{g[-1]}" if len(g) > 2 else ",".join(map(str, g)) for g in runs
-    )
-
-
-def frame_values(cells: list[list[list[int]]], inputs: list[list[float]]) -> list:
-    """What each rank's buffer holds in a frame: element i sums inputs[r][i] over r
-    (``None`` where it holds nothing)."""
-    return [
-        [
-            sum(inputs[r][i] for r in cell) if cell else None
-            for i, cell in enumerate(row)
-        ]
-        for row in cells
-    ]
-
-
 def animation(
     trace: list[Send],
     inputs: list[list[float]],
@@ -111,9 +84,9 @@ def animation(
     start: list | None = None,
     slots: list[str] | None = None,
 ) -> dict:
-    """The player's data: frame 0 is the start; frame k shows step k's messages and
-    the buffers after them. ``final``: what the run's tensors held at the end;
-    ``slots``: names drawn over the cells' columns."""
+    """The trace replayed as the player's data: frame 0 is the start; frame k shows
+    step k's messages and the buffers after them. ``final``: what the run's tensors
+    held at the end; ``slots``: names drawn over the cells' columns."""
     p, numel = len(inputs), len(inputs[0])
     states = replay(trace, p, numel, start)
     steps = sorted({s.step for s in trace})
@@ -138,37 +111,7 @@ def animation(
                 "cells": states[k],
             }
         )
-    labels = [[label(c) for c in row] for row in states[-1]]
-    return {
-        "title": title,
-        "ranks": p,
-        "numel": numel,
-        "colors": [PALETTE[r % len(PALETTE)] for r in range(p)],
-        "inputs": inputs,
-        "final": final,
-        "final_labels": labels,
-        "frames": frames,
-    } | ({"slots": slots} if slots else {})
-
-
-def check_animation(anim: dict, expected: list[list[float]]) -> None:
-    """Raise AssertionError unless the last frame's buffers equal ``expected`` (the
-    oracle's) and the run's recorded ``final`` buffers, element for element."""
-    last = anim["frames"][-1]
-    drawn = last.get("values") or frame_values(last["cells"], anim["inputs"])
-    for what, want in (("the oracle", expected), ("the run", anim["final"])):
-        bad = [
-            (r, i, got, w)
-            for r, (row, wrow) in enumerate(zip(drawn, want))
-            for i, (got, w) in enumerate(zip(row, wrow))
-            if w is not None and got != w
-        ]
-        if bad or len(drawn) != len(want):
-            r, i, got, w = (bad or [(len(drawn), 0, None, None)])[0]
-            raise AssertionError(
-                f"{anim['title']}: last frame ≠ {what} ({len(bad)} elements; rank {r} "
-                f"element {i}: drawn {got}, recorded {w})"
-            )
+    return player_data(frames, inputs, final, title, slots)
 
 
 def record_allreduce(fn: Callable[..., None], title: str, numel: int = 0, **kw) -> dict:
@@ -188,16 +131,3 @@ def record_allreduce(fn: Callable[..., None], title: str, numel: int = 0, **kw) 
     anim = animation(merged, inputs, final, title)
     check_animation(anim, expected)
     return anim
-
-
-def player_html(anim: dict) -> str:
-    """The figure a note includes: the animation inline as JSON (works from file://
-    too), drawn by the player; one HTML block, so no blank line."""
-    inline = json.dumps(anim, ensure_ascii=False, separators=(",", ":"))
-    inline = inline.replace("</", "<\\/")  # "</" would end the script element
-    return (
-        '<figure class="cp-player">\n'
-        f'<script type="application/json" class="cp-player__trace">{inline}</script>\n'
-        f"<figcaption>{html.escape(anim['title'])}</figcaption>\n"
-        "</figure>\n"
-    )

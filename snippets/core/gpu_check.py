@@ -10,8 +10,8 @@ budget (a step that runs over is killed with everything it started):
    Tests that need two or more GPUs skip; the report lists each with its reason.
 2. ``python -m snippets bench attention --tflops --json``: the forward's TFLOP/s beside
    SDPA's flash backend, N = 4096 to 16384, bf16.
-3. ``python -m snippets run-all --force --only`` the snippets with a CUDA path, so
-   their ``results/`` come from the GPU.
+3. ``python -m snippets run-all --force --only`` the snippets with a CUDA path
+   (``SPEC.gpu_path``), so their ``results/`` come from the GPU.
 
 It writes ``results/gpu_check.md`` (short, for a note to include; rendered by
 :mod:`snippets.core.gpu_report`) and ``results/gpu_check.json``, and exits 1 if a step
@@ -42,17 +42,11 @@ from snippets.core.gpu_report import (
     report,
     tflops_rows,
 )
-from snippets.core.registry import module_names
+from snippets.core.registry import snippets_by_name
+from snippets.core.results import provenance
 
 REPO_DIR = Path(__file__).resolve().parents[2]
 BUDGET_S = 450.0  # all steps together: 8 minutes, less start-up and the report
-# Snippets with a CUDA path: they run here so that their results come from the GPU.
-GPU_SNIPPETS = (
-    "flash_attention_triton",
-    "attention_bench",
-    "p2p_bandwidth",
-    "topology",
-)
 
 
 @dataclass
@@ -75,7 +69,7 @@ def plan(results_dir: Path, junit: Path) -> list[Step]:
     pytest += ["--ignore=tests/site", "tests"]  # the site's tests need no GPU
     tflops = ["-m", "snippets", "bench", "attention", "--tflops", "--json"]
     run_all = ["-m", "snippets", "run-all", "--force", "--results", str(results_dir)]
-    snippets = present(GPU_SNIPPETS)
+    snippets = gpu_snippets()
     run_all += ["--per-snippet-timeout", "150", "--only", *snippets]
     return [
         Step("pytest -m gpu", py + pytest, max_s=240, what="tests marked gpu"),
@@ -84,10 +78,10 @@ def plan(results_dir: Path, junit: Path) -> list[Step]:
     ]
 
 
-def present(names: tuple[str, ...]) -> list[str]:
-    """Those of ``names`` that are registered modules (read from the file tree)."""
-    leaves = {n.rsplit(".", 1)[1] for n in module_names()}
-    return [n for n in names if n in leaves]
+def gpu_snippets() -> list[str]:
+    """The snippets with a CUDA path (``SPEC.gpu_path``): they run here so that their
+    results come from the GPU."""
+    return [n for n, e in snippets_by_name().items() if e.spec.gpu_path]
 
 
 def run_step(step: Step, limit_s: float) -> Step:
@@ -151,17 +145,14 @@ def environment() -> dict:
         driver = "unknown"
     needed = ("altair", "pytest", "tqdm", "triton")  # what the steps import
     missing = [name for name in needed if importlib.util.find_spec(name) is None]
-    return {
+    return provenance("none", 1) | {  # device, torch, Python, commit, time; and:
         "missing": missing,
         "gpu": f"{torch.cuda.device_count()}× {props.name}, "
         f"{props.total_memory / 2**30:.0f} GiB",
         "cpu": f"{platform.machine()}, {os.cpu_count()} cores",
         "driver": driver,
-        "python": platform.python_version(),
-        "torch": torch.__version__,
         "cuda": torch.version.cuda or "none",
         "triton": triton_version,
-        "utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
 
 

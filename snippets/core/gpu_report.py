@@ -84,7 +84,8 @@ def report(env: dict, steps: list[dict], tests: dict, rows: list[dict]) -> str:
     out = ["## GPU check", "", f"{env['gpu']} · {env['cpu']} · driver {env['driver']}"]
     out += [
         f"torch {env['torch']} · CUDA {env['cuda']} · Triton {env['triton']} · "
-        f"Python {env['python']} · {env['utc']}",
+        f"Python {env['python']} · commit {env['commit']} · "
+        + env["utc"].replace("T", " ").replace("Z", " UTC"),
         "",
     ]
     if env.get("missing"):

@@ -198,9 +198,10 @@ def _child(
 
 
 # What the fork server imports before a fork. An optimizer's first step imports
-# torch._dynamo (~2 s of CPU a rank) unless the server paid once; a launcher whose
-# ranks step none drops it (``python -m snippets run`` does, from the import closure).
-PRELOAD = ["torch", "torch.distributed", "torch._dynamo"]
+# torch._dynamo (~2 s of CPU a rank) unless the server paid once; ``runtime.run``
+# drops it for a snippet whose ranks step none (``runtime.fork_server_preload``).
+DEFAULT_PRELOAD = ("torch", "torch.distributed", "torch._dynamo")
+PRELOAD = list(DEFAULT_PRELOAD)
 
 
 def _context() -> Any:

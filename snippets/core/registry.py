@@ -3,7 +3,9 @@
 A concept module is any module under ``snippets/`` that defines ``SPEC`` (a
 :class:`~snippets.core.runtime.Spec`) and ``main()``; its leaf name (``ring_allreduce``)
 is its key, so leaf names are unique across the packages. A benchmark is any module
-that defines ``BENCH = "<name>"`` and ``bench(argv) -> int``. The note that embeds a
+that defines ``BENCH = "<name>"`` and ``bench(argv) -> int``. Every other module is a
+building block; ``run`` on one names the snippets nearest to it in the import graph
+(:func:`building_blocks`), the ones to run to see it work. The note that embeds a
 snippet is found by reading ``docs/`` for its include lines.
 """
 
@@ -20,10 +22,10 @@ from types import ModuleType
 
 import snippets
 from snippets.core.errors import UsageError
+from snippets.core.import_graph import REPO_DIR, local_imports, module_path
 from snippets.core.runtime import Spec
 
 PACKAGE_DIR = Path(snippets.__file__).resolve().parent
-REPO_DIR = PACKAGE_DIR.parent
 DOCS_DIR = REPO_DIR / "docs"
 
 
@@ -99,6 +101,8 @@ def snippet(name: str) -> Entry:
     dotted = [m for m in module_names() if m.rsplit(".", 1)[1] == name]
     if dotted and _is_snippet(module := importlib.import_module(dotted[0])):
         return Entry(name, module)
+    if dotted:  # a module, but one that other modules build on
+        raise UsageError(not_a_snippet(dotted[0]))
     found = snippets_by_name()
     if name not in found:
         close = difflib.get_close_matches(name, found, n=1)
@@ -108,6 +112,71 @@ def snippet(name: str) -> Entry:
             f"'python -m snippets list' shows all {len(found)}"
         )
     return found[name]
+
+
+def nearest_snippets(
+    target: Path, importers: dict[Path, set[Path]], snippet_files: dict[Path, str]
+) -> list[str]:
+    """The snippets closest to ``target`` in the import graph: those importing it
+    directly, else those with the fewest modules between (``importers``: file → the
+    files that import it; ``snippet_files``: a snippet's file → its name)."""
+    seen, frontier = {target}, {target}
+    while frontier:
+        frontier = {i for f in frontier for i in importers.get(f, ())} - seen
+        hits = sorted(snippet_files[f] for f in frontier if f in snippet_files)
+        if hits:
+            return hits
+        seen |= frontier
+    return []
+
+
+def building_blocks() -> dict[str, list[str]]:
+    """Every module outside ``snippets.core`` that is neither a snippet nor a
+    benchmark → the nearest snippets built on it (what to run to see it work): first
+    those a note showing the module also runs, then those that time nothing."""
+    benches = set(bench_modules().values())
+    files = {m: module_path(m).resolve() for m in module_names()}
+    importers: dict[Path, set[Path]] = {}
+    for f in files.values():
+        for imported in local_imports(f) - {f}:
+            importers.setdefault(imported, set()).add(f)
+    entries = snippets_by_name()
+    runnable = {e.path.resolve(): n for n, e in entries.items()}
+    timed = {bench.rsplit(".", 1)[1] for bench in benches}
+    found = {}
+    for m, f in files.items():
+        if m.startswith("snippets.core.") or f in runnable or m in benches:
+            continue
+        name, notes = m.rsplit(".", 1)[1], set(notes_embedding(m.rsplit(".", 1)[1]))
+        found[name] = sorted(
+            nearest_snippets(f, importers, runnable),
+            key=lambda r: (not notes & set(notes_embedding(r)), r in timed, r),
+        )
+    return found
+
+
+def not_a_snippet(dotted: str) -> str:
+    """One line for ``run`` on a module without SPEC: what to run instead."""
+    name = dotted.rsplit(".", 1)[1]
+    if dotted.startswith("snippets.core."):
+        return (
+            f"{name} is shared machinery in snippets.core, not a snippet: "
+            "'python -m snippets list' shows the snippets"
+        )
+    bench = {d: b for b, d in bench_modules().items()}.get(dotted)
+    if bench:
+        return (
+            f"{name} is a benchmark, not a snippet: python -m snippets bench {bench} "
+            "--help"
+        )
+    runners = building_blocks().get(name, [])
+    if not runners:
+        return f"{name} is a building block, not a snippet, and no snippet imports it"
+    also = f" (also {', '.join(runners[1:4])})" if len(runners) > 1 else ""
+    return (
+        f"{name} is a building block, not a snippet; it runs in {runners[0]}{also}: "
+        f"python -m snippets run {runners[0]}"
+    )
 
 
 def _bench_name(path: Path) -> str | None:
@@ -151,12 +220,6 @@ def benches_by_name() -> dict[str, ModuleType]:
     return {name: bench(name) for name in bench_modules()}
 
 
-def module_path(dotted: str) -> Path:
-    """``snippets.comm.ring_allreduce`` → its file (a package → its ``__init__.py``)."""
-    base = REPO_DIR.joinpath(*dotted.split("."))
-    return base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
-
-
 def notes_embedding(name: str) -> list[Path]:
     """Notes (relative to docs/) that include this snippet's code or results."""
     pattern = re.compile(
@@ -169,66 +232,3 @@ def notes_embedding(name: str) -> list[Path]:
         for p in DOCS_DIR.rglob("*.md")
         if pattern.search(p.read_text(encoding="utf-8"))
     )
-
-
-def local_imports(path: Path) -> set[Path]:
-    """Files of the ``snippets`` modules this file imports, read from its syntax tree.
-
-    Absolute (``from snippets.comm import plumbing``) and relative imports both count,
-    at any depth (imports inside functions too); so does each package's ``__init__``.
-    """
-    dotted = ".".join(path.resolve().relative_to(REPO_DIR).with_suffix("").parts)
-    package = dotted.rsplit(".", 1)[0]
-    targets: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            targets |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
-                base = ".".join(anchor + ([base] if base else []))
-            targets.add(base)
-            targets |= {f"{base}.{alias.name}" for alias in node.names}
-    found = set()
-    for name in targets:
-        if name != "snippets" and not name.startswith("snippets."):
-            continue
-        parts = name.split(".")
-        for i in range(1, len(parts) + 1):  # importing a.b.c runs a, a.b and a.b.c
-            p = module_path(".".join(parts[:i]))
-            if p.exists():
-                found.add(p.resolve())
-    return found
-
-
-def _enclosing_packages(path: Path) -> list[Path]:
-    """The ``__init__.py`` files Python runs before this file: ``snippets``, its
-    subpackage, ... (importing ``snippets.comm.plumbing`` runs ``snippets/__init__``
-    and ``snippets/comm/__init__`` first)."""
-    parts = path.resolve().relative_to(REPO_DIR).with_suffix("").parts
-    inits = [module_path(".".join(parts[:i])) for i in range(1, len(parts))]
-    return [p.resolve() for p in inits if p.exists()]
-
-
-def import_closure(path: Path) -> set[Path]:
-    """This file, its packages' ``__init__`` files and every ``snippets`` file it
-    imports, transitively: every file whose change can change what it does."""
-    seen: set[Path] = set()
-    todo = [path.resolve(), *_enclosing_packages(path)]
-    while todo:
-        p = todo.pop()
-        if p not in seen:
-            seen.add(p)
-            todo += local_imports(p)
-    return seen
-
-
-_OPTIMIZER = re.compile(r"\boptim\b|Optimizer")
-
-
-def steps_optimizer(path: Path) -> bool:
-    """Whether a file this one runs names an optimizer: only then does the fork server
-    preload what an optimizer's first step imports (a wrong guess costs time only)."""
-    closure = import_closure(path)
-    return any(_OPTIMIZER.search(p.read_text(encoding="utf-8")) for p in closure)

@@ -32,7 +32,8 @@ from typing import Any
 
 import torch
 
-from snippets.core.registry import REPO_DIR, import_closure
+from snippets.core.import_graph import REPO_DIR, import_closure
+from snippets.core.runtime import describe_device
 
 RESULTS_ENV = "COMMONPLACE_RESULTS"  # run-all sets it for each snippet it runs
 
@@ -66,9 +67,14 @@ def commit() -> str:
     return sha + ("+changes" if dirty else "")
 
 
-def provenance(device: str, backend: str, world_size: int) -> dict[str, Any]:
+def provenance(
+    backend: str, world_size: int, *, device: str | None = None
+) -> dict[str, Any]:
+    """Where and when a run happened, the one record every result, the notebook and
+    the GPU check carry: the hardware (``describe_device(backend)`` unless given),
+    backend (``"none"``: no process group), ranks, torch, Python, commit, UTC time."""
     return {
-        "device": device,
+        "device": describe_device(backend) if device is None else device,
         "backend": backend,
         "world_size": world_size,
         "torch": torch.__version__,

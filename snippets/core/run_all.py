@@ -100,7 +100,7 @@ def run_one(
     # a snippet that starts its own ranks (SPEC world_size 1) says how they ran
     value = ran["result"]
     own = value.get("provenance", {}) if isinstance(value, dict) else {}
-    seen = {k: ran[k] for k in ("device", "backend", "world_size")}
+    seen = {k: ran[k] for k in ("backend", "world_size")}
     record = {
         "name": entry.name,
         "command": command,

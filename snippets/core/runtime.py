@@ -22,15 +22,22 @@ from __future__ import annotations
 
 import functools
 import os
+import pickle
 import platform
+import shutil
+import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
 
+from snippets.core import ranks
 from snippets.core.errors import RankError, UsageError
+from snippets.core.import_graph import steps_optimizer
 from snippets.core.ranks import run_rank, spawn
 
 __all__ = [
@@ -46,11 +53,15 @@ __all__ = [
     "launch",
     "print0",
     "run",
+    "start_apart",
     "under_torchrun",
 ]
 
 DEFAULT_TIMEOUT_S = float(os.environ.get("COMMONPLACE_TIMEOUT", "60"))
 BACKENDS = ("auto", "gloo", "nccl")
+# What makes a process a rank: torchrun sets them, and the process group reads them.
+RANK_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                  "MASTER_ADDR", "MASTER_PORT")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -63,6 +74,7 @@ class Spec:
     needs: str = "cpu"  # "cpu": runs anywhere; "gpu": only where CUDA is
     timeout_s: float = DEFAULT_TIMEOUT_S
     timed: bool = False  # it reports times: run-all runs nothing else beside it
+    gpu_path: bool = False  # it has a CUDA path: ``make gpu-check`` runs it on the GPU
     reads: tuple[str, ...] = ()  # snippets whose results/<name>.json it reads
 
 
@@ -170,6 +182,17 @@ def launch(
 # --8<-- [end:launch]
 
 
+def fork_server_preload(fn: Callable) -> list[str]:
+    """What the fork server imports once before it forks the ranks that run ``fn``:
+    torch, and ``torch._dynamo`` (which an optimizer's first step imports, ~2 s of CPU
+    a rank) only where the code ``fn`` runs names an optimizer
+    (:func:`~snippets.core.import_graph.steps_optimizer`; a wrong guess costs time
+    only). A function whose file is unknown keeps everything."""
+    path = getattr(sys.modules.get(fn.__module__), "__file__", None)
+    steps = path is None or steps_optimizer(Path(path))
+    return [m for m in ranks.DEFAULT_PRELOAD if steps or m != "torch._dynamo"]
+
+
 def run(
     main: Callable[..., Any],
     spec: Spec,
@@ -180,6 +203,7 @@ def run(
 ) -> Any:
     """Run a snippet's ``main(**options)`` the way its SPEC asks; return rank 0's
     result."""
+    ranks.PRELOAD[:] = fork_server_preload(main)  # before the server starts
     if options:  # a partial is still picklable: spawned ranks import main by name
         main = functools.partial(main, **options)
     n = spec.world_size if world_size is None else world_size
@@ -193,3 +217,70 @@ def run(
         return main()  # a single-process concept: no group at all
     timeout_s = spec.timeout_s if timeout_s is None else timeout_s
     return launch(main, n, backend, timeout_s)[0]
+
+
+def start_apart(
+    fn: Callable, args: tuple = (), timeout_s: float = DEFAULT_TIMEOUT_S
+) -> Callable[[], Any]:
+    """Start ``fn(*args)`` now in a fresh interpreter that is not a rank, and return a
+    function that waits for its value.
+
+    For what a rank cannot do itself: launch ranks of its own (a local rank is a
+    daemon process, which may have no children; under torchrun ``launch`` would join
+    the group instead). The interpreter gets this process's environment without
+    ``RANK_VARIABLES``, and its ``sys.path``, so ``fn`` (importable by name, as for
+    ``launch``) is found as here. Waiting past ``timeout_s`` seconds kills it; either
+    way a failure is a RuntimeError with the cause in one line.
+    """
+    folder = tempfile.mkdtemp(prefix="commonplace-apart-")
+    with open(os.path.join(folder, "call"), "wb") as f:
+        pickle.dump(sys.path, f)  # first: where to find fn's module
+        pickle.dump((fn, args), f)
+    env = {k: v for k, v in os.environ.items() if k not in RANK_VARIABLES}
+    argv = [sys.executable, "-m", "snippets.core.runtime", folder]
+    root = str(Path(__file__).resolve().parents[2])  # the snippets package's parent
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL)
+    name = getattr(fn, "__qualname__", repr(fn))
+
+    def value() -> Any:
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            shutil.rmtree(folder, ignore_errors=True)
+            raise RuntimeError(
+                f"{name} ran past {timeout_s:g} s and was stopped"
+            ) from None
+        try:
+            with open(os.path.join(folder, "answer"), "rb") as f:
+                status, result = pickle.load(f)
+        except OSError:
+            status, result = "error", f"exit status {proc.returncode}, no answer"
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        if status == "error":
+            raise RuntimeError(f"{name} failed in its own interpreter: {result}")
+        return result
+
+    return value
+
+
+def _answer(folder: str) -> int:
+    """The fresh interpreter's side of :func:`start_apart`: call, write the answer."""
+    with open(os.path.join(folder, "call"), "rb") as f:
+        sys.path[:0] = [p for p in pickle.load(f) if p not in sys.path]
+        fn, args = pickle.load(f)
+    try:
+        answer = ("ok", fn(*args))
+    except BaseException as exc:  # anything: the waiter hears it as one line
+        first = next(iter(str(exc).splitlines()), "")
+        answer = ("error", f"{type(exc).__name__}: {first}".rstrip(": "))
+    with open(os.path.join(folder, "answer"), "wb") as f:
+        pickle.dump(answer, f)
+    return 0 if answer[0] == "ok" else 1
+
+
+if __name__ == "__main__":  # python -m snippets.core.runtime FOLDER: see start_apart
+    sys.exit(_answer(sys.argv[1]))

@@ -42,7 +42,7 @@ from snippets.core.runtime import (
     launch,
     print0,
 )
-from snippets.models.tiny_gpt import GPT, GPTConfig
+from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
 
 SPEC = Spec(
     timed=True,  # it measures time: run-all runs it alone
@@ -75,11 +75,7 @@ def ddp_step_seconds(work: Workload, iters: int = 5) -> dict:
     rank, p, dev, cfg = dist.get_rank(), dist.get_world_size(), device(), work.model
     model = GPT(cfg, seed=0).to(dev)  # the same initial model on every rank
     oracle = copy.deepcopy(model)
-    g = torch.Generator().manual_seed(1)  # and the same global batch
-    x, y = torch.randint(
-        cfg.vocab_size, (2, p * work.batch, cfg.block_size), generator=g
-    )
-    x, y = x.to(dev), y.to(dev)  # (p·B, N) each
+    x, y = random_batch(cfg, p * work.batch, device=dev)  # the same (p·B, N) batch
     mine = slice(rank * work.batch, (rank + 1) * work.batch)  # this rank's (B, N)
     ddp = DDP(model, device_ids=[dev] if dev.type == "cuda" else None)
 

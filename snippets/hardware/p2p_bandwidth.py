@@ -29,6 +29,7 @@ from snippets.core.runtime import Spec, describe_device, device, print0
 
 SPEC = Spec(
     timed=True,  # it measures time: run-all runs it alone
+    gpu_path=True,
     summary="point-to-point bandwidth and latency matrix between every pair of ranks",
     world_size=4,
     min_world_size=2,

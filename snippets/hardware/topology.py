@@ -37,7 +37,8 @@ from snippets.hardware.topology_parser import Topology, TopologyError, parse_top
 __all__ = ["SPEC", "Topology", "TopologyError", "main", "parse_topology"]
 
 SPEC = Spec(
-    summary="parse nvidia-smi topo -m: links, affinity, best ring, TP groups, diagram"
+    summary="parse nvidia-smi topo -m: links, affinity, best ring, TP groups, diagram",
+    gpu_path=True,
 )
 WIDTH = 88  # what a note's code block holds
 

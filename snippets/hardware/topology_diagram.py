@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 
-from snippets.core.interactive_charts import link_graph
+from snippets.core.charts import link_graph
 from snippets.hardware.topology_legend import NEAREST_FIRST, closeness, link_kind
 from snippets.hardware.topology_parser import Topology
 

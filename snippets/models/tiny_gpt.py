@@ -14,6 +14,7 @@ addressable by name, so a strategy swaps or splits them in place:
 * ``block.mlp.fc`` (d → 4d) and ``block.mlp.proj`` (4d → d): column, then row split.
 * ``head(x)``: final LayerNorm and the output projection (``lm_head``, tied to
   ``tok_emb`` unless ``tie_embeddings=False``).
+* ``random_batch(cfg, rows)``: ids and targets to train on, the same on every rank.
 
 Initialisation follows GPT-2 (N(0, 0.02), residual projections scaled by 1/√(2L)) and
 depends only on ``seed``, never on the caller's random state, so every rank builds the
@@ -186,6 +187,30 @@ class GPT(nn.Module):
 # --8<-- [end:gpt]
 
 
+def random_batch(
+    cfg: GPTConfig,
+    rows: int,
+    *,
+    seed: int = 1,
+    steps: int | None = None,
+    device: torch.device | str | None = None,
+) -> tuple[torch.Tensor, torch.Tensor] | list[tuple[torch.Tensor, torch.Tensor]]:
+    """Token ids and targets, each (rows, block_size), uniform over the vocabulary.
+
+    They depend only on ``seed``: drawn on the CPU from a generator of their own (the
+    caller's random state is kept), then moved to ``device``, so every rank and every
+    device gets the same batch. With ``steps``, a list of that many (idx, targets)
+    pairs drawn one after another from that one generator: the first is the batch
+    ``steps=None`` returns."""
+    g = torch.Generator().manual_seed(seed)
+    shape = (2, rows, cfg.block_size)  # idx and targets, drawn together
+    pairs = []
+    for _ in range(1 if steps is None else steps):
+        idx, targets = torch.randint(cfg.vocab_size, shape, generator=g).to(device)
+        pairs.append((idx, targets))
+    return pairs[0] if steps is None else pairs
+
+
 def reference_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
     """The formula written out: an oracle for ``causal_attention``."""
     s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (B, H, N, N)
@@ -202,8 +227,7 @@ def main() -> dict:
         rows.append({"config": name, **asdict(c), "formula": c.num_params()})
         rows[-1]["counted"] = counted
     cfg = GPTConfig()
-    model, g = GPT(cfg), torch.Generator().manual_seed(1)
-    idx, targets = torch.randint(cfg.vocab_size, (2, 2, cfg.block_size), generator=g)
+    model, (idx, targets) = GPT(cfg), random_batch(cfg, rows=2)
     logits, loss = model(idx, targets)  # logits (B, N, V)
     loss.backward()
     assert all(

@@ -31,20 +31,21 @@ run that misses it prints its numbers and exits 1.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 
 import torch
 import torch.distributed as dist
 
 from snippets.core.cli import main_entry, positive_int
+from snippets.core.compare import max_difference
 from snippets.core.runtime import Spec, UsageError, device, print0
-from snippets.models.tiny_gpt import GPT, GPTConfig
+from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
 from snippets.parallel.gpt_3d_model import average_gradients, rank_batch, rank_model
 from snippets.parallel.mesh import Mesh
 from snippets.parallel.pipeline.pipeline_executor import execute
 from snippets.parallel.pipeline.pipeline_schedules import NAMES, check_arguments
-from snippets.parallel.sharded.zero import batches
-from snippets.parallel.tensor.tp_gpt import max_difference
+from snippets.parallel.tensor.tp_gpt import own_part
 
 SPEC = Spec(summary="the tiny GPT on a dp×pp×cp×tp mesh = one process", world_size=4)
 # V=64, N=16, L=4, H=4, d=128: t ≤ 4, p·v ≤ 4, cp ≤ 8; heads of 32 for ring attention.
@@ -137,7 +138,8 @@ def mean_loss(run_loss: torch.Tensor | None, mesh: Mesh, dtype) -> float:
 
 def worst(model, dense, mesh: Mesh, grads: bool) -> float:
     """max |Δ| over every tensor on every rank, over the largest dense |value|."""
-    d = max_difference(model, dense, mesh.tp_group, grads=grads)
+    mine = functools.partial(own_part, group=mesh.tp_group)  # this rank's block
+    d = max_difference(model, dense, grads=grads, part=mine)
     d = torch.tensor(d, dtype=torch.float64, device=device())
     dist.all_reduce(d, op=dist.ReduceOp.MAX)  # every rank sees the verdict
     scale = max((q.grad if grads else q).abs().max().item() for q in dense.parameters())
@@ -155,7 +157,7 @@ def train(mesh: Mesh, schedule: str, m: int, v: int, data: list, dtype, opt: str
     opts = [make(x.parameters(), **kwargs) for x in (model, dense)]
     rows = []
     for step, pair in enumerate(data):
-        idx, targets = pair.to(dev)  # (dp·b, N) each
+        idx, targets = (t.to(dev) for t in pair)  # (dp·b, N) each
         for o in opts:
             o.zero_grad()
         mine = rank_batch(idx, targets, mesh, sp)  # (b, N/cp); SP ids (b, N/(cp·t))
@@ -217,7 +219,7 @@ def main(
     sp = sequence_parallel
     dp = check_shape(world, dp, pp, cp, tp, CFG, batch, m, v, schedule, sp)
     mesh, torch_dtype = Mesh(dp, pp, cp, tp), DTYPES[dtype]
-    data = batches(CFG, 1, batch) * steps  # one batch, learnt: the loss must fall
+    data = [random_batch(CFG, batch)] * steps  # one batch, learnt: the loss must fall
     rows, d_params = train(mesh, schedule, m, v, data, torch_dtype, optimizer, sp)
     tol = TOLERANCE[torch_dtype]
     sizes = {"dp": dp, "pp": pp, "cp": cp, "tp": tp, "world_size": world}

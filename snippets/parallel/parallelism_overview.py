@@ -32,8 +32,9 @@ import torch.distributed as dist
 import torch.nn as nn
 
 from snippets.core.cli import main_entry, positive_int
+from snippets.core.compare import max_difference
 from snippets.core.runtime import Spec, UsageError, device, print0
-from snippets.models.tiny_gpt import GPT, GPTConfig
+from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
 from snippets.parallel.batch_split import batch_split_step
 from snippets.parallel.layer_split import (
     bubble_fraction,
@@ -64,9 +65,7 @@ B, M = 10, 4  # sequences in the batch, pipeline micro-batches
 
 def make_batch(cfg: GPTConfig, B: int, seed: int = 1) -> tuple[torch.Tensor, ...]:
     """Token ids and next-token targets, (B, N) each, the same on every rank."""
-    g = torch.Generator().manual_seed(seed)
-    idx, targets = torch.randint(cfg.vocab_size, (2, B, cfg.block_size), generator=g)
-    return idx.to(device()), targets.to(device())
+    return random_batch(cfg, B, seed=seed, device=device())
 
 
 # --8<-- [end:model]
@@ -79,7 +78,7 @@ def _numel(module: nn.Module | list) -> int:
 
 def _delta(a: torch.Tensor, b: torch.Tensor) -> float:
     torch.testing.assert_close(a, b)  # the check: a failure here fails the run
-    return (a - b).abs().max().item()
+    return max_difference(a, b)
 
 
 def _span(what: str, r: range) -> str:

@@ -20,7 +20,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from snippets.core.cli import main_entry
 from snippets.core.runtime import Spec, print0
-from snippets.models.tiny_gpt import GPT, GPTConfig, reference_attention
+from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch, reference_attention
 from snippets.parallel.sharded.mixed_precision import MasterWeights, held_bytes
 from snippets.parallel.tensor.sequence_parallel_memory import saved_activation_bytes
 from snippets.sizing import activations, estimate, flops, memory, params, presets
@@ -92,9 +92,7 @@ def our_runs() -> list[dict]:
     rows = [_row("parameters", N, sum(p.numel() for p in model.parameters()), 0, "")]
     for block in model.blocks:  # attention written out: its bmm's are counted
         block.attn.attention = reference_attention
-    idx = torch.randint(
-        cfg.vocab_size, (B, s), generator=torch.Generator().manual_seed(0)
-    )
+    idx, _ = random_batch(cfg, B, seed=0)  # (B, s)
     with FlopCounterMode(display=False) as counter:
         model(idx, idx)[1].backward()
     n_flop = params.flop_params("gpt", cfg.vocab_size, s, h, True, N)

@@ -20,7 +20,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from snippets.core.cli import main_entry
 from snippets.core.runtime import Spec, print0
-from snippets.models.tiny_gpt import GPT, GPTConfig
+from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
 from snippets.viewer.graph_export import export_graph
 from snippets.viewer.overlay_bytes import rank_bytes
 from snippets.viewer.parallel_overlay import Degrees, annotate
@@ -37,9 +37,8 @@ def tiny_gpt() -> GPT:
 
 def tiny_gpt_inputs() -> tuple[torch.Tensor]:
     """One sequence of ``block_size`` token ids (B, N) = (1, 16)."""
-    cfg = GPTConfig()
-    g = torch.Generator().manual_seed(0)
-    return (torch.randint(cfg.vocab_size, (1, cfg.block_size), generator=g),)
+    idx, _ = random_batch(GPTConfig(), 1, seed=0)
+    return (idx,)
 
 
 def hooked_forward(model: torch.nn.Module, args: tuple) -> tuple[dict, dict, int]:

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from snippets.attention import ring_attention_trace as RT
-from snippets.comm.trace_frames import check_animation
+from snippets.core.player import check_animation
 from snippets.core.runtime import launch
 
 P, N, D = 3, 3, 32

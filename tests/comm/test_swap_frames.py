@@ -16,6 +16,7 @@ import pytest
 from snippets.comm import swap_frames as S
 from snippets.comm import trace_frames as T
 from snippets.comm.messages import Send
+from snippets.core.player import check_animation
 from snippets.core.runtime import RankError, launch
 
 EXCHANGE = "snippets.comm.point_to_point:both_send_first"
@@ -79,11 +80,11 @@ def test_the_fix_delivers_each_peers_tensor(fixed: dict) -> None:
     anim = fixed
     want = [[1.0, 11.0, None], [1.0, 11.0, None], [None, None, 21.0]]
     assert anim["final"] == want
-    T.check_animation(anim, want)
+    check_animation(anim, want)
     assert [m["action"] for m in anim["frames"][1]["messages"]] == ["copy"] * 2
     start = anim["frames"][0]["cells"]
     sends = sends_of(anim, "isend")
     wrong = [replace(sends[0], start=2, stop=3)] + sends[1:]  # rank 1's slot 2
     bad = T.animation(wrong, anim["inputs"], anim["final"], "x", start=start)
     with pytest.raises(AssertionError, match="last frame"):
-        T.check_animation(bad, want)
+        check_animation(bad, want)

@@ -1,14 +1,11 @@
 """The animations' frames: replayed from each all-reduce's own trace, their last frame
 holds what the run's buffers held, which is the elementwise sum of every rank's input
 (worked out here by hand, not by the code under test); a trace with one message sent
-to the wrong neighbour fails that check; the figure a note includes is one HTML block
-whose JSON survives the round trip."""
+to the wrong neighbour fails that check."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import re
 
 import pytest
 import torch
@@ -17,6 +14,7 @@ from snippets.comm import trace_frames as T
 from snippets.comm.algorithms.allreduce import ALGORITHMS
 from snippets.comm.algorithms.ring_allreduce import ring_allreduce
 from snippets.comm.messages import gather_trace
+from snippets.core.player import check_animation, frame_values
 from snippets.core.runtime import launch
 
 
@@ -45,7 +43,7 @@ def test_every_last_frame_holds_the_sum_of_all_inputs(run: dict) -> None:
         assert anim["final"] == [total] * p, name  # what the run's tensors held
         last = anim["frames"][-1]["cells"]
         assert last == [[list(range(p))] * n] * p, name  # each input exactly once
-        assert T.frame_values(last, anim["inputs"]) == [total] * p, name
+        assert frame_values(last, anim["inputs"]) == [total] * p, name
         assert anim["final_labels"] == [["0–2"] * n] * p, name
         assert anim["frames"][0]["messages"] == [], name
         assert all(f["messages"] for f in anim["frames"][1:]), name
@@ -66,33 +64,16 @@ def test_a_message_to_the_wrong_neighbour_fails_the_final_frame_check(
 ) -> None:
     trace, inputs, final = run["ring"]
     expected = [final] * 3
-    T.check_animation(T.animation(trace, inputs, expected, "ring"), expected)
+    check_animation(T.animation(trace, inputs, expected, "ring"), expected)
     # the last reduce-scatter message goes left instead of right: its chunk's owner
     # misses one input (a wrong first message would heal: the ring re-sums it)
     wrong = list(trace)
     k = max(i for i, s in enumerate(wrong) if s.phase == "reduce-scatter")
     wrong[k] = dataclasses.replace(wrong[k], dst=(wrong[k].src + 2) % 3)
     with pytest.raises(AssertionError, match="last frame"):
-        T.check_animation(T.animation(wrong, inputs, expected, "ring"), expected)
+        check_animation(T.animation(wrong, inputs, expected, "ring"), expected)
     copied = [dataclasses.replace(s, phase="all-gather") for s in trace]
     with pytest.raises(AssertionError, match="last frame"):  # adds replayed as copies
-        T.check_animation(T.animation(copied, inputs, expected, "ring"), expected)
+        check_animation(T.animation(copied, inputs, expected, "ring"), expected)
     with pytest.raises(ValueError, match="not in ACTIONS"):
         T.replay([dataclasses.replace(trace[0], phase="gossip")], 3, 3)
-
-
-def test_labels_name_ranks_as_ranges() -> None:
-    assert T.label([0, 1, 2, 4]) == "0–2,4"
-    assert T.label([0, 1]) == "0,1"
-    assert T.label([3]) == "3"
-    assert T.label([1, 1]) == "1,1"  # added twice shows twice
-    assert T.label([0, 2, 3, 4, 5, 7]) == "0,2–5,7"
-
-
-def test_the_figure_is_one_html_block_with_its_animation_inline(run: dict) -> None:
-    anim = dict(run["anims"]["ring"], title="a </script> & b")
-    page = T.player_html(anim)
-    assert page.startswith('<figure class="cp-player">') and "\n\n" not in page
-    assert page.count("</script>") == 1 and "a &lt;/script&gt; &amp; b" in page
-    inline = re.search(r'class="cp-player__trace">(.*?)</script>', page).group(1)
-    assert json.loads(inline.replace("<\\/", "</")) == json.loads(json.dumps(anim))

@@ -34,6 +34,31 @@ def test_list_shows_every_snippet_with_its_note() -> None:
             assert str(note) in line
 
 
+def test_list_says_how_many_building_blocks_and_lists_them_on_request() -> None:
+    import importlib
+
+    # the oracle: every module imported and asked, not the import graph
+    blocks = []
+    for dotted in registry.module_names():
+        module = importlib.import_module(dotted)
+        if dotted.startswith("snippets.core.") or hasattr(module, "BENCH"):
+            continue
+        if not hasattr(module, "SPEC"):
+            blocks.append(dotted.rsplit(".", 1)[1])
+    assert "tensor_parallel" in blocks and "tp_gpt" not in blocks
+    out = cli("list").stdout
+    assert f"\n{len(blocks)} more modules are building blocks, not snippets" in out
+    assert "python -m snippets list --blocks" in out
+    listed = cli("list", "--blocks").stdout.splitlines()
+    assert sorted(line.split()[0] for line in listed[1:]) == sorted(blocks)
+    row = next(line for line in listed if line.split()[0] == "tensor_parallel")
+    runs_in = row.split(None, 1)[1].split(", ")
+    assert runs_in[0] == "tp_gpt" and "sequence_parallel" in runs_in
+    for name in runs_in:  # each imports it itself: read from its source
+        source = registry.snippet(name).path.read_text(encoding="utf-8")
+        assert "tensor_parallel import" in source, name
+
+
 def test_run_prints_the_self_check() -> None:
     proc = cli("run", "process_groups", "-n", "2")
     assert proc.returncode == 0, proc.stderr
@@ -56,6 +81,9 @@ def test_run_prints_the_self_check() -> None:
         (["run", "process_groups", "--backend", "nccl", "-n", "64"], "nccl"),
         (["run", "process_groups", "--no-such-option"], "unrecognized arguments"),
         (["run-all", "--only", "nope"], "unknown snippet 'nope'"),
+        (["run", "tensor_parallel"], "python -m snippets run tp_gpt"),
+        (["run", "runtime"], "runtime is shared machinery in snippets.core"),
+        (["run", "viewer_bench"], "python -m snippets bench viewer"),
         (["bench", "nope"], "unknown benchmark 'nope'"),
         (["frobnicate"], "invalid choice"),
     ],

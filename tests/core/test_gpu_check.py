@@ -51,7 +51,8 @@ ENV = {
     "torch": "2.11.0",
     "cuda": "13.0",
     "triton": "3.6.0",
-    "utc": "2026-12-01 12:00 UTC",
+    "commit": "70ca07d1a133",
+    "utc": "2026-12-01T12:00:07Z",
 }
 
 
@@ -114,6 +115,7 @@ def test_the_report_lists_steps_counts_skips_and_the_table(tmp_path) -> None:
     rows = gpu_report.tflops_rows(RECORDS)
     text = gpu_report.report(ENV, steps, tests, rows)
     assert "NVIDIA H200" in text and "Triton 3.6.0" in text and "CUDA 13.0" in text
+    assert "commit 70ca07d1a133 · 2026-12-01 12:00:07 UTC" in text
     assert "| run-all on the GPU |  | timed out | 1.0 |" in text
     assert "2 passed, 2 failed, 2 skipped" in text
     assert "- `tests.comm.test_cost_model::test_fit_on_nccl`: needs 2 CUDA GPUs" in text
@@ -207,3 +209,29 @@ def test_the_environment_names_the_gpu_and_the_versions(monkeypatch) -> None:
     assert env["gpu"] == "1× NVIDIA H200, 140 GiB"
     assert env["torch"] == gpu_check.torch.__version__ and env["driver"]
     assert set(env) >= {"cpu", "python", "cuda", "triton", "utc", "missing"}
+    # the provenance every result carries, built by the one function, not again here
+    monkeypatch.setattr(gpu_check, "provenance", lambda b, n: {"commit": (b, n)})
+    assert gpu_check.environment()["commit"] == ("none", 1)
+    assert "utc" not in gpu_check.environment()
+
+
+def test_the_gpu_step_runs_the_snippets_flagged_with_a_cuda_path(
+    tmp_path, monkeypatch
+) -> None:
+    from types import SimpleNamespace
+
+    from snippets.core.runtime import Spec
+
+    run_all = gpu_check.plan(tmp_path, tmp_path / "gpu.xml")[-1]
+    only = run_all.argv[run_all.argv.index("--only") + 1 :]
+    # the four with a CUDA path: Triton kernels, the attention benchmark's CUDA
+    # memory, device-copy bandwidth, the real nvidia-smi topo -m
+    want = ["attention_bench", "flash_attention_triton", "p2p_bandwidth", "topology"]
+    assert sorted(only) == want
+    fake = {
+        "a": SimpleNamespace(spec=Spec("a", gpu_path=True)),
+        "b": SimpleNamespace(spec=Spec("b")),
+        "c": SimpleNamespace(spec=Spec("c", gpu_path=True)),
+    }
+    monkeypatch.setattr(gpu_check, "snippets_by_name", lambda: fake)
+    assert gpu_check.gpu_snippets() == ["a", "c"]  # by the flag, not by a name

@@ -3,12 +3,18 @@ part a note can include, which carries the spec inline, a caption and the number
 
 from __future__ import annotations
 
+import datetime
 import html.parser
 import json
+import platform
 from pathlib import Path
+
+import pytest
+import torch
 
 from snippets.core import charts, results
 from snippets.core.registry import REPO_DIR
+from snippets.core.runtime import describe_device
 
 PROVENANCE = {
     "device": "cpu",
@@ -134,3 +140,20 @@ def test_an_admonition_indents_its_text_under_the_title_within_88_columns() -> N
     assert first == '!!! info "What ran"' and len(body) > 2
     assert all(line.startswith("    ") and len(line) <= 88 for line in body)
     assert " ".join(line.strip() for line in body) == ("word " * 60 + "end")
+
+
+def test_provenance_names_the_hardware_of_the_backend_and_this_moment() -> None:
+    before = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+    p = results.provenance("gloo", 3)
+    after = datetime.datetime.now(datetime.timezone.utc)
+    assert p["device"] == describe_device("gloo") and p["world_size"] == 3
+    assert p["backend"] == "gloo" and p["commit"] == results.commit()
+    assert p["torch"] == torch.__version__
+    assert p["python"] == platform.python_version()
+    when = datetime.datetime.strptime(p["utc"], "%Y-%m-%dT%H:%M:%SZ")
+    assert before <= when.replace(tzinfo=datetime.timezone.utc) <= after
+    assert results.provenance("nccl", 8, device="8× H100")["device"] == "8× H100"
+    with pytest.raises(TypeError):  # the device is never taken for the backend
+        results.provenance("cpu", "gloo", 2)
+    line = results.provenance_line(p)
+    assert f"{p['device']} · gloo · 3 ranks · torch {torch.__version__}" in line

@@ -183,3 +183,71 @@ def test_ranks_that_fail_while_meeting_are_launched_once_more(
     else:
         assert launch(rank_and_sum, 2, backend="gloo", timeout_s=10) == ["ok", "ok"]
     assert seen == [2] * calls
+
+
+# --- start_apart: a fresh interpreter, for what a rank cannot do itself ---
+
+
+def ranks_of_its_own() -> list:
+    return launch(rank_and_sum, 2, "gloo", timeout_s=60)
+
+
+def start_ranks_from_a_rank() -> list | None:
+    if dist.get_rank() != 0:
+        return None
+    return runtime.start_apart(ranks_of_its_own, timeout_s=120)()
+
+
+def what_makes_a_rank() -> dict:
+    seen = {k: os.environ.get(k) for k in runtime.RANK_VARIABLES}
+    return seen | {"under_torchrun": runtime.under_torchrun()}
+
+
+def refuses(what: str) -> None:
+    raise ValueError(f"{what}\nsecond line")
+
+
+def test_a_rank_starts_ranks_of_its_own_apart() -> None:
+    # inside a rank, launch itself cannot: a local rank may not have children
+    got = launch(start_ranks_from_a_rank, 2, "gloo", timeout_s=180)
+    assert got == [[(0, 3.0), (1, 3.0)], None]  # 1 + 2 on each of the two new ranks
+    assert process_children(os.getpid()) == []
+
+
+def test_the_interpreter_apart_is_no_rank(monkeypatch) -> None:
+    for k in runtime.RANK_VARIABLES:
+        monkeypatch.setenv(k, "7")
+    assert runtime.under_torchrun()  # here it looks like a torchrun rank
+    seen = runtime.start_apart(what_makes_a_rank)()
+    assert seen == dict.fromkeys(runtime.RANK_VARIABLES) | {"under_torchrun": False}
+
+
+def test_a_failure_apart_is_one_line_and_a_hang_is_stopped() -> None:
+    with pytest.raises(RuntimeError, match=r"refuses failed .*: ValueError: no$"):
+        runtime.start_apart(refuses, ("no",))()
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match="sleep ran past 1 s"):
+        runtime.start_apart(time.sleep, (60,), timeout_s=1)()
+    assert time.monotonic() - start < 30
+    assert process_children(os.getpid()) == []
+
+
+def test_the_runtime_decides_what_the_fork_server_preloads(monkeypatch) -> None:
+    """A snippet that steps no optimizer does without torch._dynamo; one that does, or
+    one whose file is unknown, keeps it; ``run`` applies the choice before launching."""
+    from snippets.comm.collective import collectives
+    from snippets.core import ranks
+    from snippets.parallel.sharded import zero
+
+    every = list(ranks.DEFAULT_PRELOAD)
+    assert "torch._dynamo" in every
+    assert runtime.fork_server_preload(zero.main) == every
+    without = runtime.fork_server_preload(collectives.main)
+    assert without == [m for m in every if m != "torch._dynamo"]
+    assert runtime.fork_server_preload(eval("lambda: None")) == every  # no file
+    monkeypatch.setattr(ranks, "PRELOAD", list(every))
+    seen = []
+    monkeypatch.setattr(runtime, "launch", lambda *a: seen.append(list(ranks.PRELOAD)))
+    with pytest.raises(TypeError):  # the fake launch returns None: nothing to index
+        runtime.run(collectives.main, runtime.Spec("s", world_size=2), 2, "gloo")
+    assert seen == [without]

@@ -21,7 +21,7 @@ from snippets.hardware.nvlink_vs_pcie import (
     ddp_step_seconds,
     main,
 )
-from snippets.models.tiny_gpt import GPT, GPTConfig
+from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
 
 ODD = Workload(GPTConfig(37, 7, 1, n_head=3, n_embd=24), batch=3)
 
@@ -33,10 +33,7 @@ def _three_ranks() -> dict:
     rank, p, cfg = dist.get_rank(), dist.get_world_size(), ODD.model
     model = GPT(cfg, seed=0)
     ref = copy.deepcopy(model)
-    x, y = torch.randint(cfg.vocab_size, (2, p * ODD.batch, cfg.block_size))
-    x, y = x.clone(), y.clone()
-    for t in (x, y):  # the same global batch everywhere: rank 0's
-        dist.broadcast(t, 0)
+    x, y = random_batch(cfg, p * ODD.batch, seed=2)  # not the module's batch
     ddp = torch.nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
     ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1)

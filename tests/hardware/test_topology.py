@@ -156,7 +156,7 @@ def test_diagram_is_written_as_a_results_part(tmp_path: Path) -> None:
         "command": "python -m snippets run topology",
         "output": "ok",
         "result": main(),
-        "provenance": _results.provenance("cpu", "none", 1),
+        "provenance": _results.provenance("none", 1, device="cpu"),
     }
     _results.write(tmp_path, "topology", record)
     text = (tmp_path / "topology.diagram.md").read_text(encoding="utf-8")

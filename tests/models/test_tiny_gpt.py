@@ -12,7 +12,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.testing import assert_close
 
-from snippets.models.tiny_gpt import GPT, GPTConfig, main, reference_attention
+from snippets.models.tiny_gpt import (
+    GPT,
+    GPTConfig,
+    main,
+    random_batch,
+    reference_attention,
+)
 
 CONFIGS = [
     GPTConfig(),
@@ -25,9 +31,46 @@ CONFIGS = [
 ]
 
 
-def batch(cfg: GPTConfig, B: int = 3, seed: int = 1) -> tuple[torch.Tensor, ...]:
-    g = torch.Generator().manual_seed(seed)
-    return tuple(torch.randint(cfg.vocab_size, (2, B, cfg.block_size), generator=g))
+def batch(cfg: GPTConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    return random_batch(cfg, 3)
+
+
+def test_random_batch_is_the_seeds_alone_and_spans_the_vocabulary() -> None:
+    cfg = GPTConfig(vocab_size=5, block_size=7)
+    torch.manual_seed(0)
+    state = torch.get_rng_state()
+    idx, targets = random_batch(cfg, 40)
+    assert torch.equal(torch.get_rng_state(), state)  # the caller's stream is kept
+    assert idx.shape == targets.shape == (40, 7) and idx.dtype == torch.int64
+    for t in (idx, targets):  # 280 draws: every id of 0..V-1 turns up, none outside
+        assert t.unique().tolist() == [0, 1, 2, 3, 4]
+    assert not torch.equal(idx, targets)  # two draws, not one tensor twice
+    torch.manual_seed(99)  # another caller state: the same batch
+    again = random_batch(cfg, 40)
+    assert torch.equal(again[0], idx) and torch.equal(again[1], targets)
+    assert not torch.equal(random_batch(cfg, 40, seed=2)[0], idx)
+
+
+def test_random_batch_steps_follow_one_stream() -> None:
+    cfg = GPTConfig(vocab_size=11, block_size=3)
+    steps = random_batch(cfg, 4, seed=3, steps=3)
+    assert len(steps) == 3 and all(len(pair) == 2 for pair in steps)
+    first = random_batch(cfg, 4, seed=3)
+    assert all(torch.equal(a, b) for a, b in zip(steps[0], first))
+    drawn = [t for pair in steps for t in pair]
+    assert all(not torch.equal(drawn[i], drawn[j]) for i in range(6) for j in range(i))
+    assert random_batch(cfg, 4, steps=0) == []
+
+
+def test_random_batch_lands_on_the_device_with_the_same_ids() -> None:
+    cfg = GPTConfig()
+    here = random_batch(cfg, 2, device="meta")  # no data, but the place is honoured
+    assert all(t.device.type == "meta" for t in here)
+    if torch.cuda.is_available():
+        on_gpu = random_batch(cfg, 2, device="cuda")
+        assert all(
+            torch.equal(a.cpu(), b) for a, b in zip(on_gpu, random_batch(cfg, 2))
+        )
 
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=str)

@@ -20,11 +20,10 @@ import torch
 
 from snippets.__main__ import main as cli
 from snippets.core.runtime import UsageError, launch
-from snippets.models.tiny_gpt import GPT, GPTConfig
+from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
 from snippets.parallel import gpt_3d, gpt_3d_model
 from snippets.parallel.mesh import Mesh
 from snippets.parallel.pipeline import pipeline_weight_grad
-from snippets.parallel.sharded.zero import batches
 from snippets.parallel.tensor.sequence_parallel import SequenceParallelAttention
 from snippets.parallel.tensor.tensor_parallel import GatherLastDim
 
@@ -84,7 +83,7 @@ def runs() -> dict:
     with contextlib.redirect_stdout(text):  # --json: rank 0 prints one object
         out["runs"].append(gpt_3d.main(steps=STEPS, as_json=True, **SHAPES[-1]))
     out["json"] = text.getvalue()
-    data, mesh = batches(gpt_3d.CFG, 1, 8), Mesh(2, 1, 1, 2)
+    data, mesh = [random_batch(gpt_3d.CFG, 8)], Mesh(2, 1, 1, 2)
     gpt_3d_model.allreduce_sequence_grads = lambda model, group: None  # a mistake
     rows, d_params = gpt_3d.train(mesh, "1f1b", 2, 1, data, torch.float64, "sgd")
     out["no_sequence_sum"] = gpt_3d.failures(rows, d_params, 1e-10)
@@ -113,7 +112,7 @@ def one_process(optimizer: str, dtype: torch.dtype) -> list[float]:
     make, kwargs = gpt_3d.OPTIMIZERS[optimizer]
     opt = make(model.parameters(), **kwargs)
     losses = []
-    for idx, targets in batches(gpt_3d.CFG, 1, 8) * STEPS:
+    for idx, targets in [random_batch(gpt_3d.CFG, 8)] * STEPS:
         opt.zero_grad()
         loss = model(idx, targets)[1]
         loss.backward()

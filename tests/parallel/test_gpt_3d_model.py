@@ -14,7 +14,7 @@ import torch
 import torch.nn as nn
 
 from snippets.attention.zigzag_layout import zigzag_unshard
-from snippets.models.tiny_gpt import GPT
+from snippets.models.tiny_gpt import GPT, random_batch
 from snippets.parallel.gpt_3d import CFG
 from snippets.parallel.gpt_3d_model import (
     DtypeOnly,
@@ -77,8 +77,7 @@ def test_context_parallel_rank_embeds_its_own_positions(cp_rank: int) -> None:
 
 
 def test_the_shards_make_up_the_global_batch() -> None:
-    g = torch.Generator().manual_seed(0)
-    idx, targets = torch.randint(64, (2, 6, 16), generator=g)
+    idx, targets = random_batch(CFG, 6, seed=0)  # (6, 16) each
     parts = {
         (d, c): rank_batch(idx, targets, fake_mesh(dp=3, dp_rank=d, cp=2, cp_rank=c))
         for d in range(3)
@@ -94,8 +93,7 @@ def test_the_shards_make_up_the_global_batch() -> None:
 
 
 def test_sequence_parallel_ranks_get_their_part_of_the_ids_only() -> None:
-    g = torch.Generator().manual_seed(1)
-    idx, targets = torch.randint(64, (2, 4, 16), generator=g)
+    idx, targets = random_batch(CFG, 4)
     for cp_rank in (0, 1):
         whole = rank_batch(idx, targets, fake_mesh(cp=2, cp_rank=cp_rank))
         parts = [

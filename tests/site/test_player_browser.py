@@ -20,7 +20,7 @@ from test_browser import (  # noqa: F401 - fixtures
     url_of,
 )
 
-from snippets.comm.trace_frames import label
+from snippets.core.player import label
 
 pytestmark = pytest.mark.browser
 

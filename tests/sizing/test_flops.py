@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import math
 
-import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from snippets.models.tiny_gpt import GPT, GPTConfig, reference_attention
+from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch, reference_attention
 from snippets.sizing import estimate, flops, params, presets
 
 
@@ -86,8 +85,7 @@ def test_tiny_gpt_step_equals_flop_counter() -> None:
     for block in model.blocks:
         block.attn.attention = reference_attention
     B, T = 3, cfg.block_size
-    g = torch.Generator().manual_seed(0)
-    idx = torch.randint(cfg.vocab_size, (B, T), generator=g)
+    idx, _ = random_batch(cfg, B, seed=0)  # (B, T)
     with FlopCounterMode(display=False) as counter:
         model(idx, idx)[1].backward()
     m = presets.MODELS["tiny-gpt"]

@@ -12,7 +12,7 @@ import torch.distributed as dist
 from test_traffic import our_runs
 
 from snippets.core.runtime import launch
-from snippets.models.tiny_gpt import GPT, GPTConfig
+from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
 from snippets.parallel.sharded import zero
 from snippets.sizing import estimate, memory, presets, traffic
 
@@ -83,7 +83,7 @@ def test_bytes_per_parameter_16_and_18() -> None:
 def measure() -> list[dict]:
     """Stages 0-3 of our ZeRO on the tiny GPT, fp64 Adam: bytes held, values sent."""
     cfg, rows = GPTConfig(), []
-    data = zero.batches(cfg, steps=1, rows=2 * dist.get_world_size())
+    data = random_batch(cfg, 2 * dist.get_world_size(), steps=1)
     adam = torch.optim.Adam
     model = GPT(cfg).to(torch.float64)  # stage 0: what plain DP holds on a rank
     opt = adam(model.parameters(), lr=1e-2)

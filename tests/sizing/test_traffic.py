@@ -12,11 +12,11 @@ import torch
 import torch.distributed as dist
 
 from snippets.core.runtime import launch
-from snippets.models.tiny_gpt import GPT, GPTConfig
+from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
 from snippets.parallel.context import context_parallel
 from snippets.parallel.context.context_parallel_gpt import RingLog
 from snippets.parallel.pipeline.pipeline_executor import execute
-from snippets.parallel.sharded import mixed_precision, zero
+from snippets.parallel.sharded import mixed_precision
 from snippets.parallel.tensor import sequence_parallel_memory as sp_memory
 from snippets.parallel.tensor import tp_gpt
 from snippets.parallel.tensor.sequence_parallel import (
@@ -103,8 +103,7 @@ B = 4  # rows of the batch
 
 def sp_counts(cfg: GPTConfig, b: int) -> dict:
     """One step of the sequence-parallel GPT: elements sent, by op and phase."""
-    gen = torch.Generator().manual_seed(3)
-    idx, targets = torch.randint(cfg.vocab_size, (2, b, cfg.block_size), generator=gen)
+    idx, targets = random_batch(cfg, b, seed=3)
     log = CommLog()
     model = sequence_parallel_gpt(GPT(cfg).double(), None, log)
     loss = vocab_parallel_cross_entropy(sp_logits(model, idx, None, log), targets)
@@ -120,8 +119,7 @@ def sp_counts(cfg: GPTConfig, b: int) -> dict:
 
 def pp_sends(cfg: GPTConfig, m: int) -> dict:
     """One 1F1B step of the pipeline executor: the bytes this rank sends."""
-    gen = torch.Generator().manual_seed(4)
-    idx, targets = torch.randint(cfg.vocab_size, (2, B, cfg.block_size), generator=gen)
+    idx, targets = random_batch(cfg, B, seed=4)
     log = RingLog()  # counts every c10d send at the op, with its bytes
     with log:
         run = execute(GPT(cfg).double(), "1f1b", idx, targets, m, group=None)
@@ -138,7 +136,7 @@ def saved_activations(cfg: GPTConfig, b: int) -> list[dict]:
 def mixed_precision_bytes(cfg: GPTConfig) -> list[dict]:
     """mixed_precision's bf16 GPT with fp32 Adam masters after one step, ZeRO 0-3:
     the bytes this rank holds (Adam's step counters left out) and its share."""
-    data = zero.batches(cfg, steps=1, rows=2 * dist.get_world_size())
+    data = random_batch(cfg, 2 * dist.get_world_size(), steps=1)
     rows = []
     for stage in range(4):
         module, opt = mixed_precision.mixed_run(

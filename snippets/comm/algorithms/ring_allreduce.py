@@ -41,8 +41,9 @@ from snippets.comm.messages import (
     wait_all,
 )
 from snippets.comm.plumbing import begin, combine_, end
-from snippets.comm.trace_frames import player_html, record_allreduce
+from snippets.comm.trace_frames import record_allreduce
 from snippets.core.cli import main_entry
+from snippets.core.player import player_html
 from snippets.core.runtime import Spec, device, print0
 
 SPEC = Spec(

@@ -36,7 +36,8 @@ from snippets.comm.collective.symmetric_collectives import (
     reduce_scatter,
 )
 from snippets.comm.messages import gather_trace
-from snippets.comm.trace_frames import animation, check_animation
+from snippets.comm.trace_frames import animation
+from snippets.core.player import check_animation
 from snippets.core.runtime import device
 
 

@@ -32,8 +32,8 @@ from snippets.comm.collective.symmetric_collectives import (
     barrier,
     reduce_scatter,
 )
-from snippets.comm.trace_frames import player_html
 from snippets.core.cli import main_entry
+from snippets.core.player import player_html
 from snippets.core.runtime import Spec, device, print0
 
 __all__ = [

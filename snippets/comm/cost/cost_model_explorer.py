@@ -22,8 +22,8 @@ import math
 from pathlib import Path
 
 from snippets.comm.cost.cost_formulas import FORMULAS, PIPELINED, Machine, predict
+from snippets.core.charts import Slider, formula_explorer
 from snippets.core.cli import main_entry
-from snippets.core.interactive_charts import Slider, formula_explorer
 from snippets.core.results import results_folder
 from snippets.core.runtime import Spec, print0
 

@@ -23,8 +23,9 @@ import torch.distributed as dist
 
 from snippets.attention.zigzag_layout import zigzag_shard
 from snippets.core.cli import main_entry, positive_int
+from snippets.core.compare import max_difference
 from snippets.core.runtime import Spec, device, print0
-from snippets.models.tiny_gpt import GPT, GPTConfig
+from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
 from snippets.parallel.context.context_parallel_gpt import (
     RingLog,
     context_parallel_gpt,
@@ -43,30 +44,17 @@ F64, PHASES = torch.float64, ("forward", "backward")
 CFG = GPTConfig(vocab_size=64, block_size=24, n_layer=2, n_head=2, n_embd=64)
 
 
-def gradient_gap(model: GPT, single: GPT) -> float:
-    ref = dict(single.named_parameters())
-    return max(
-        (p.grad - ref[n].grad).abs().max().item() for n, p in model.named_parameters()
-    )
-
-
-def parameter_gap(model: GPT, single: GPT) -> float:
-    ref = dict(single.named_parameters())
-    return max((p - ref[n]).abs().max().item() for n, p in model.named_parameters())
-
-
 # --8<-- [start:check]
 def train_against_single(cfg: GPTConfig, steps: int, group=None, b: int = 2) -> dict:
     """fp64 Adam on one process (whole sequences) and on the cp group (shards),
     compared every step; the ring's sends of the last step counted per layer."""
     cp_rank, cp, dev = dist.get_rank(group), dist.get_world_size(group), device()
-    s, h, gen = cfg.block_size, cfg.n_embd, torch.Generator().manual_seed(1)
+    s, h = cfg.block_size, cfg.n_embd
     single, log = GPT(cfg).to(dev, F64), RingLog()
     model = context_parallel_gpt(copy.deepcopy(single), group, log)
     opts = [torch.optim.Adam(m.parameters(), lr=1e-2) for m in (single, model)]
-    rows = []
-    for step in range(steps):
-        idx, targets = torch.randint(cfg.vocab_size, (2, b, s), generator=gen).to(dev)
+    rows, data = [], random_batch(cfg, b, steps=steps, device=dev)
+    for step, (idx, targets) in enumerate(data):
         logits, loss = single(idx, targets)  # the oracle: (b, s, V), the mean loss
         loss.backward()
         idx_r, targets_r, positions = shard_batch(idx, targets, cp_rank, cp)
@@ -74,18 +62,19 @@ def train_against_single(cfg: GPTConfig, steps: int, group=None, b: int = 2) -> 
         with log:  # counts the ring's sends, forward and backward
             logits_r, loss_r = cp_loss(model, idx_r, targets_r, positions)
             loss_r.backward()
-        unreduced = gradient_gap(model, single)  # mistake 2: no all-reduce yet
+        # mistake 2: the gradients before their all-reduce
+        unreduced = max_difference(model, single, grads=True)
         naive_allreduce_grads(model, group)  # Σ over cp, ÷ cp
         worst = [abs(global_loss(loss_r, group).item() - loss.item())]
         mine = zigzag_shard(logits, cp_rank, cp, dim=1)  # this rank's rows of logits
         worst.append((logits_r - mine).detach().abs().max())
-        worst.append(gradient_gap(model, single))
+        worst.append(max_difference(model, single, grads=True))
         with torch.no_grad():  # mistake 1: the shard embedded at 0..s/cp-1
             wrong = cp_loss(model, idx_r, targets_r, torch.arange(s // cp).to(dev))[0]
         for opt in opts:
             opt.step()
             opt.zero_grad()
-        worst.append(parameter_gap(model, single))
+        worst.append(max_difference(model, single))
         worst = torch.tensor([float(w) for w in worst], dtype=F64)
         dist.all_reduce(worst, op=dist.ReduceOp.MAX, group=group)  # fail together
         # Adam divides by √v + ε, which magnifies last-bit differences in the params

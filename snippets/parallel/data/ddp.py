@@ -41,8 +41,9 @@ import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as TorchDDP
 
 from snippets.core.cli import main_entry, positive_float, positive_int
+from snippets.core.compare import max_difference
 from snippets.core.runtime import Spec, print0
-from snippets.models.tiny_gpt import GPT, GPTConfig
+from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
 from snippets.parallel.data.ddp_buckets import assign_buckets, bucket_bytes
 
 SPEC = Spec(
@@ -169,9 +170,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def global_batches(cfg: GPTConfig, steps: int, B: int) -> list[tuple]:
     """The same (B, N) ids and targets on every rank, one pair per step."""
-    g = torch.Generator().manual_seed(1)
-    shape = (steps, 2, B, cfg.block_size)
-    return [tuple(b) for b in torch.randint(cfg.vocab_size, shape, generator=g)]
+    return random_batch(cfg, B, steps=steps)
 
 
 # --8<-- [start:train]
@@ -192,23 +191,18 @@ def train(model: nn.Module, batches: list[tuple], split: bool = True) -> nn.Modu
 # --8<-- [end:train]
 
 
-def max_diff(a: nn.Module, b: nn.Module) -> float:
-    pairs = zip(a.parameters(), b.parameters(), strict=True)
-    return max((x - y).abs().max().item() for x, y in pairs)
-
-
 def main(bucket_cap_mb: float = 0.05, steps: int = 3) -> dict:
     """Ours, torch's DDP and one process on the whole batch: the same weights."""
     p = dist.get_world_size()
     cfg = GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_head=2, n_embd=32)
-    batches = global_batches(cfg, steps, B=2 * p)
+    batches = random_batch(cfg, 2 * p, steps=steps)
     ours = DDP(GPT(cfg, seed=0).double(), bucket_cap_mb=bucket_cap_mb)
     train(ours, batches)
     theirs = TorchDDP(GPT(cfg, seed=0).double(), bucket_cap_mb=bucket_cap_mb)
     train(theirs, batches)
     single = train(GPT(cfg, seed=0).double(), batches, split=False)
-    vs_torch = max_diff(ours.module, theirs.module)
-    vs_single = max_diff(ours.module, single)
+    vs_torch = max_difference(ours.module, theirs.module)
+    vs_single = max_difference(ours.module, single)
     assert vs_torch < 1e-12 and vs_single < 1e-12, (vs_torch, vs_single)
     rows = []
     for b, bucket in enumerate(ours.buckets):

@@ -8,7 +8,7 @@ the clocks of different machines never need to agree. A bucket's compute span ru
 from the previous bucket's ready time (or backward's start) to its own; the hidden
 fraction is the part of all-reduce time that falls inside backward's compute,
 Σ|comm ∩ compute| / Σ|comm|. ``--trace FILE`` writes Chrome trace JSON
-(``{"traceEvents": [...]}``, one process per rank), which Perfetto opens.
+(:mod:`snippets.core.traces`: one process per rank), which Perfetto opens.
 
     python -m snippets run ddp_timeline --trace ddp.trace.json
 """
@@ -16,17 +16,17 @@ fraction is the part of all-reduce time that falls inside backward's compute,
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 import torch
 import torch.distributed as dist
 
+from snippets.core.charts import timeline_chart
 from snippets.core.cli import main_entry, positive_float, positive_int
 from snippets.core.runtime import Spec, print0
-from snippets.core.timeline_chart import timeline_chart
-from snippets.models.tiny_gpt import GPT, GPTConfig
-from snippets.parallel.data.ddp import DDP, global_batches
+from snippets.core.traces import chrome_trace, write_chrome_trace
+from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
+from snippets.parallel.data.ddp import DDP
 
 SPEC = Spec(
     timed=True,  # it measures time: run-all runs it alone
@@ -63,20 +63,8 @@ def hidden_fraction(rows: list[dict]) -> float:
     return hidden / total if total > 0 else 0.0
 
 
-def trace_events(per_rank: list[list[dict]], threads: tuple[str, ...]) -> dict:
-    """Chrome trace JSON: per rank (a process), spans {"name", "tid", "ts", "dur"}
-    in µs as complete events ("ph": "X") on the named threads."""
-    events = []
-    for rank, spans in enumerate(per_rank):
-        for tid, name in enumerate(threads):  # names the threads
-            events.append({"name": "thread_name", "ph": "M", "pid": rank, "tid": tid,
-                           "args": {"name": name}})  # fmt: skip
-        events += [{"ph": "X", "pid": rank, **span} for span in spans]
-    return {"traceEvents": events, "displayTimeUnit": "ms"}
-
-
-def chrome_trace(per_rank: list[list[dict]]) -> dict:
-    """Two threads per rank: backward, all-reduce."""
+def bucket_trace(per_rank: list[list[dict]]) -> dict:
+    """The rows as Chrome trace JSON, two threads per rank: backward, all-reduce."""
     spans: list[list[dict]] = []
     for rows in per_rank:
         spans.append([])
@@ -88,7 +76,7 @@ def chrome_trace(per_rank: list[list[dict]]) -> dict:
                 {"name": f"all-reduce {b}", "tid": 1,
                  "ts": r["start"], "dur": r["end"] - r["start"]},
             ]  # fmt: skip
-    return trace_events(spans, ("backward", "all-reduce"))
+    return chrome_trace(spans, ("backward", "all-reduce"))
 
 
 # --8<-- [end:spans]
@@ -117,7 +105,7 @@ def main(bucket_cap_mb: float = 0.25, steps: int = 2, trace: str | None = None) 
     cfg = GPTConfig(vocab_size=256, block_size=64, n_layer=4, n_head=4, n_embd=64)
     model = DDP(GPT(cfg, seed=0), bucket_cap_mb=bucket_cap_mb)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    for idx, targets in global_batches(cfg, steps, B=4 * p):
+    for idx, targets in random_batch(cfg, 4 * p, steps=steps):
         _, loss = model(idx.tensor_split(p)[rank], targets.tensor_split(p)[rank])
         dist.barrier()  # every rank starts backward together
         t0 = time.perf_counter_ns()
@@ -130,8 +118,7 @@ def main(bucket_cap_mb: float = 0.25, steps: int = 2, trace: str | None = None) 
     dist.all_gather_object(per_rank, mine)
     hidden = [hidden_fraction(rows) for rows in per_rank]
     if trace and rank == 0:
-        with open(trace, "w") as f:
-            json.dump(chrome_trace(per_rank), f)
+        write_chrome_trace(trace, bucket_trace(per_rank))
     print0(f"{p} ranks, {len(model.buckets)} buckets, last of {steps} steps (µs)")
     print0("rank bucket  compute from → ready   launch   all-reduce end")
     table = []
@@ -148,7 +135,7 @@ def main(bucket_cap_mb: float = 0.25, steps: int = 2, trace: str | None = None) 
         "tables": {"timeline": table},
         "figures": {"overlap": overlap_chart(table)},
         "hidden_fraction": hidden,
-        "chrome_trace": chrome_trace(per_rank),
+        "chrome_trace": bucket_trace(per_rank),
         "provenance": {"backend": dist.get_backend(), "world_size": p},
     }
 

@@ -18,10 +18,10 @@ import statistics
 import torch
 import torch.distributed as dist
 
+from snippets.core.charts import picked_timeline
 from snippets.core.cli import main_entry
-from snippets.core.interactive_charts import picked_timeline
 from snippets.core.runtime import Spec, print0
-from snippets.models.tiny_gpt import GPT
+from snippets.models.tiny_gpt import GPT, random_batch
 from snippets.parallel.pipeline.pipeline_executor import execute
 from snippets.parallel.pipeline.pipeline_formulas import bubble_formula
 from snippets.parallel.pipeline.pipeline_schedules import NAMES
@@ -81,8 +81,7 @@ def gap_sentence(runs: list[dict]) -> str:
 def run_one(name: str, p: int, m: int, v: int, group) -> list[list[dict]] | None:
     """Stamps per rank of the p-rank group (None on the ranks outside it)."""
     cfg = config(p, v)
-    g = torch.Generator().manual_seed(p * 100 + m * 10 + v)
-    idx, targets = torch.randint(cfg.vocab_size, (2, m, cfg.block_size), generator=g)
+    idx, targets = random_batch(cfg, m, seed=p * 100 + m * 10 + v)
     stamps = None
     if dist.get_rank() < p:
         reference = GPT(cfg).to(torch.float64)

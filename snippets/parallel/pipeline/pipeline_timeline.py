@@ -16,18 +16,18 @@ checked. ``--trace-dir DIR`` writes one Chrome trace per schedule for Perfetto.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
+from snippets.core.charts import timeline_chart
 from snippets.core.cli import main_entry, positive_int
+from snippets.core.compare import max_difference
 from snippets.core.runtime import Spec, print0
-from snippets.core.timeline_chart import timeline_chart
-from snippets.models.tiny_gpt import GPT, GPTConfig
-from snippets.parallel.data.ddp_timeline import trace_events
+from snippets.core.traces import chrome_trace, write_chrome_trace
+from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
 from snippets.parallel.pipeline.pipeline_executor import execute
 from snippets.parallel.pipeline.pipeline_formulas import bubble_formula, peak_formula
 from snippets.parallel.pipeline.pipeline_schedules import (
@@ -61,11 +61,8 @@ def config(p: int, v: int) -> GPTConfig:
 def gradient_error(model: GPT, reference: GPT) -> tuple[float, list[str]]:
     """Largest |grad - reference grad| over the parameters this rank's stages own,
     and their names (the others must have no gradient at all)."""
-    ref = dict(reference.named_parameters())
     owned = [n for n, q in model.named_parameters() if q.grad is not None]
-    errors = [(q.grad - ref[n].grad).abs().max().item() for n, q in
-              model.named_parameters() if q.grad is not None]  # fmt: skip
-    return max(errors, default=0.0), owned
+    return max_difference(model, reference, grads=True), owned
 
 
 def executed_bubble(per_rank: list[list[dict]]) -> float:
@@ -100,7 +97,7 @@ def spans_and_trace(per_rank: list[list[dict]]) -> tuple[list[dict], dict]:
                 {"name": label, "tid": 0, "ts": s["start"] / 1e3,
                  "dur": (s["end"] - s["start"]) / 1e3},
             ]  # fmt: skip
-    return spans, trace_events(events, ("compute", "receive"))
+    return spans, chrome_trace(events, ("compute", "receive"))
 
 
 def run_one(name: str, p: int, m: int, v: int, repeats: int, data, reference):
@@ -127,10 +124,7 @@ def main(m: int = 4, chunks: int = 2, repeats: int = 3, trace_dir=None) -> dict:
     for name in NAMES:  # refuse bad input before anything runs
         check_arguments(name, p, m, chunks if name == "interleaved" else 1)
     cfg = config(p, chunks)
-    g = torch.Generator().manual_seed(1)
-    idx, targets = torch.randint(
-        cfg.vocab_size, (2, 4 * m, cfg.block_size), generator=g
-    )
+    idx, targets = random_batch(cfg, 4 * m)
     reference = GPT(cfg).to(torch.float64)
     loss = reference(idx, targets)[1]  # one process, the whole batch: the oracle
     loss.backward()
@@ -165,10 +159,8 @@ def main(m: int = 4, chunks: int = 2, repeats: int = 3, trace_dir=None) -> dict:
             kinds=["F", "B", "W"], description=f"{label} per rank, executed",
         )  # fmt: skip
     if trace_dir and dist.get_rank() == 0:
-        os.makedirs(trace_dir, exist_ok=True)
         for name, trace in traces.items():
-            with open(os.path.join(trace_dir, f"pipeline_{name}.json"), "w") as f:
-                json.dump(trace, f)
+            write_chrome_trace(Path(trace_dir, f"pipeline_{name}.json"), trace)
     print0(f"p={p} ranks, m={m} micro-batches, fp64; bubble = idle share of p × time")
     print0("schedule         formula  dry run   replay  executed ± spread  peaks")
     for r in rows:

@@ -33,7 +33,7 @@ import torch.nn as nn
 
 from snippets.core.cli import main_entry, positive_int
 from snippets.core.runtime import Spec, print0
-from snippets.models.tiny_gpt import GPT, GPTConfig
+from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
 from snippets.parallel.sharded import zero, zero_memory
 
 SPEC = Spec(
@@ -161,7 +161,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(steps: int = 3) -> dict:
     cfg, N = GPTConfig(), dist.get_world_size()
-    psi, data = cfg.num_params(), zero.batches(cfg, steps, rows=2 * N)
+    psi, data = cfg.num_params(), random_batch(cfg, 2 * N, steps=steps)
     sgd, kw = torch.optim.SGD, {"lr": 0.1}
     start = flat(bf16_gpt(cfg).parameters())
     names = [name for name, _ in GPT(cfg).named_parameters()]  # the tied head once

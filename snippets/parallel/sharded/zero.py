@@ -39,8 +39,9 @@ import torch.distributed as dist
 import torch.nn as nn
 
 from snippets.core.cli import main_entry, positive_int
+from snippets.core.compare import max_difference
 from snippets.core.runtime import Spec, UsageError, print0
-from snippets.models.tiny_gpt import GPT, GPTConfig
+from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
 from snippets.parallel.sharded import zero_memory, zero_units
 from snippets.parallel.sharded.zero_shards import CommCounter, Piece, storage_bytes
 from snippets.parallel.sharded.zero_units import Unit
@@ -169,13 +170,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # gradient, as one big step's is.
 
 
-def batches(cfg: GPTConfig, steps: int, rows: int, seed: int = 1) -> list:
-    """(idx, targets), each (rows, block_size), one pair per step."""
-    g = torch.Generator().manual_seed(seed)
-    shape = (2, rows, cfg.block_size)
-    return [torch.randint(cfg.vocab_size, shape, generator=g) for _ in range(steps)]
-
-
 def train_single(cfg, optimizer_class, kwargs, data, dtype, make=GPT) -> dict:
     """One process, the whole batch, one backward a step: the oracle. Returns its state
     dict. ``make(cfg)`` builds the model (the tiny GPT unless a test varies it)."""
@@ -222,13 +216,9 @@ def train_sharded(
     return module, optimizer, per_step
 
 
-def max_difference(state: dict, reference: dict) -> float:
-    return max((state[k] - reference[k]).abs().max().item() for k in reference)
-
-
 def main(stage: int | None = None, steps: int = 2) -> dict:
     cfg, N = GPTConfig(), dist.get_world_size()
-    data = batches(cfg, steps, rows=2 * N)
+    data = random_batch(cfg, 2 * N, steps=steps)
     adam, kw, dt = torch.optim.Adam, {"lr": 1e-2}, torch.float64  # 8 B a value
     reference = train_single(cfg, adam, kw, data, dt)
     psi, rows = cfg.num_params(), []

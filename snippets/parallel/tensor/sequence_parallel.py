@@ -29,8 +29,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from snippets.core.cli import main_entry
+from snippets.core.compare import max_difference
 from snippets.core.runtime import Spec, print0
-from snippets.models.tiny_gpt import GPT, Block, GPTConfig
+from snippets.models.tiny_gpt import GPT, Block, GPTConfig, random_batch
 from snippets.parallel.tensor import sequence_parallel_memory as memory
 from snippets.parallel.tensor.sequence_parallel_ops import (
     gathered_linears,
@@ -43,7 +44,7 @@ from snippets.parallel.tensor.tensor_parallel import (
     RowParallelLinear,
     tp_block_size,
 )
-from snippets.parallel.tensor.tp_gpt import max_difference, tensor_parallel_gpt
+from snippets.parallel.tensor.tp_gpt import own_part, tensor_parallel_gpt
 from snippets.parallel.tensor.vocab_parallel import (
     VocabParallelEmbedding,
     vocab_parallel_cross_entropy,
@@ -164,9 +165,8 @@ def main() -> dict:
     t = dist.get_world_size()
     cfg = GPTConfig(n_head=4)  # t = 1, 2 or 4; N = 16 is cut in t too
     dense = GPT(cfg).double()
-    gen = torch.Generator().manual_seed(1)
     b, s, h = 2, cfg.block_size, cfg.n_embd
-    idx, targets = torch.randint(cfg.vocab_size, (2, b, s), generator=gen)
+    idx, targets = random_batch(cfg, b)
     loss = dense(idx, targets)[1]
     loss.backward()
     logs = {"tp": CommLog(), "sp": CommLog()}
@@ -178,7 +178,7 @@ def main() -> dict:
     loss_tp.backward()
     loss_sp.backward()
     allreduce_sequence_grads(sp, None, logs["sp"])
-    worst = [max_difference(m, dense, grads=True) for m in (tp, sp)]
+    worst = [max_difference(m, dense, grads=True, part=own_part) for m in (tp, sp)]
     worst += [abs(x.item() - loss.item()) for x in (loss_tp, loss_sp)]
     worst = torch.tensor(worst, dtype=torch.float64)
     dist.all_reduce(worst, op=dist.ReduceOp.MAX)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 from fractions import Fraction
 
 import torch
@@ -31,8 +32,9 @@ import torch.distributed as dist
 import torch.nn as nn
 
 from snippets.core.cli import main_entry, positive_int
+from snippets.core.compare import max_difference
 from snippets.core.runtime import Spec, print0
-from snippets.models.tiny_gpt import GPT, Block, GPTConfig
+from snippets.models.tiny_gpt import GPT, Block, GPTConfig, random_batch
 from snippets.parallel.tensor.tensor_parallel import (
     ColumnParallelLinear,
     CommLog,
@@ -109,16 +111,6 @@ def own_part(dense: torch.Tensor, local: torch.Tensor, group=None) -> torch.Tens
     return own_block(dense, group, cut[0]) if cut else dense
 
 
-def max_difference(tp: GPT, dense: GPT, group=None, grads=False) -> float:
-    """max |Δ| over every parameter (or gradient), this rank's block of each."""
-    d = dict(dense.named_parameters())
-    worst = 0.0
-    for name, p in tp.named_parameters():
-        a, b = (p.grad, d[name].grad) if grads else (p, d[name])
-        worst = max(worst, (a - own_part(b, a, group)).abs().max().item())
-    return worst
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=positive_int, default=3, help="Adam steps")
 
@@ -128,12 +120,11 @@ def train_against_dense(cfg: GPTConfig, steps: int, group=None, b: int = 2) -> d
     """fp64 Adam on the dense model and its TP copy, batch (b, block_size): loss,
     logits, gradients and parameters compared each step; the collectives counted."""
     t, s, h = dist.get_world_size(group), cfg.block_size, cfg.n_embd
-    dense, log, gen = GPT(cfg).double(), CommLog(), torch.Generator().manual_seed(1)
+    dense, log = GPT(cfg).double(), CommLog()
     tp = tensor_parallel_gpt(dense, group, log)
     opts = [torch.optim.Adam(m.parameters(), lr=1e-2) for m in (dense, tp)]
-    rows = []
-    for step in range(steps):
-        idx, targets = torch.randint(cfg.vocab_size, (2, b, s), generator=gen)
+    rows, mine = [], functools.partial(own_part, group=group)  # this rank's block
+    for step, (idx, targets) in enumerate(random_batch(cfg, b, steps=steps)):
         log.calls.clear()
         logits, loss = dense(idx, targets)
         local_logits, _ = tp(idx)  # (B, N, V/t)
@@ -141,13 +132,13 @@ def train_against_dense(cfg: GPTConfig, steps: int, group=None, b: int = 2) -> d
         loss.backward()
         loss_t.backward()
         worst = [abs(loss_t.item() - loss.item())]
-        d_logits = local_logits - own_part(logits, local_logits, group)
-        worst.append(d_logits.abs().max().item())
-        worst.append(max_difference(tp, dense, group, grads=True))
+        worst.append(max_difference(local_logits, logits, part=mine))
+        worst.append(max_difference(tp, dense, grads=True, part=mine))
         for opt in opts:
             opt.step()
             opt.zero_grad()
-        worst = torch.tensor([*worst, max_difference(tp, dense, group)], dtype=F64)
+        worst.append(max_difference(tp, dense, part=mine))
+        worst = torch.tensor(worst, dtype=F64)
         dist.all_reduce(worst, op=dist.ReduceOp.MAX, group=group)  # fail together
         assert worst.max() < 1e-12, f"step {step}: {worst.tolist()} vs one process"
         keys = ("d_loss", "d_logits", "d_grads", "d_params")

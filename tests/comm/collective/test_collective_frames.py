@@ -13,6 +13,7 @@ import pytest
 from snippets.comm import trace_frames as T
 from snippets.comm.collective.collective_frames import CASES, record_collective
 from snippets.comm.messages import Send
+from snippets.core.player import check_animation, frame_values
 from snippets.core.runtime import launch
 
 P, ROOT = 3, 2
@@ -65,11 +66,11 @@ def test_every_last_frame_holds_what_the_collective_promises(anims: dict) -> Non
         want = promised(name)
         assert anim["final"] == want, name  # the run's buffers
         last = anim["frames"][-1]
-        drawn = T.frame_values(last["cells"], anim["inputs"])
+        drawn = frame_values(last["cells"], anim["inputs"])
         for row, wrow in zip(drawn, want):
             for got, w in zip(row, wrow):
                 assert w is None or got == w, name
-        T.check_animation(anim, want)
+        check_animation(anim, want)
         assert anim["frames"][0]["messages"] == [], name
         assert all(f["messages"] for f in anim["frames"][1:]), name
 
@@ -113,9 +114,9 @@ def test_a_misdirected_gather_message_fails_the_check(anims: dict) -> None:
     def rebuilt(sends: list[Send]) -> dict:
         return T.animation(sends, anim["inputs"], anim["final"], "g", start=start)
 
-    T.check_animation(rebuilt(trace), anim["final"])
+    check_animation(rebuilt(trace), anim["final"])
     # rank 0's piece into slot 1 (rank 1's then overwrites it), or to rank 1
     for bad in (replace(trace[0], start=1, stop=2), replace(trace[0], dst=1)):
         wrong = [bad] + trace[1:]
         with pytest.raises(AssertionError, match="last frame"):
-            T.check_animation(rebuilt(wrong), anim["final"])
+            check_animation(rebuilt(wrong), anim["final"])

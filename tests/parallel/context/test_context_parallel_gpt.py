@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from snippets.core.runtime import UsageError, launch
-from snippets.models.tiny_gpt import GPT, GPTConfig
+from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
 from snippets.parallel.context.context_parallel_gpt import (
     RingLog,
     context_parallel_gpt,
@@ -57,9 +57,7 @@ def one_rank() -> dict:
     cfg = GPTConfig(block_size=8, n_embd=64, n_head=2, tie_embeddings=False)
     dense, log = GPT(cfg).double(), RingLog()
     model = context_parallel_gpt(copy.deepcopy(dense), log=log)
-    idx, targets = torch.randint(
-        cfg.vocab_size, (2, 3, 8), generator=torch.Generator().manual_seed(2)
-    )
+    idx, targets = random_batch(cfg, 3, seed=2)  # (3, 8) each
     logits, loss = dense(idx, targets)
     loss.backward()
     with log:

@@ -11,10 +11,11 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
+from snippets.core.compare import max_difference
 from snippets.core.runtime import UsageError, launch
-from snippets.models.tiny_gpt import GPT, GPTConfig
+from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
 from snippets.parallel.data import ddp, ddp_buckets
-from snippets.parallel.data.ddp import DDP, global_batches, max_diff, train
+from snippets.parallel.data.ddp import DDP, train
 
 CFG = GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_head=2, n_embd=32)
 TOL = 1e-12
@@ -58,21 +59,21 @@ def rank_checks() -> dict:
     run = ddp.main(bucket_cap_mb=0.05, steps=3)  # ours vs torch DDP vs one process
     out["vs_torch"], out["vs_single"] = run["vs_torch"], run["vs_single"]
     out["buckets"] = len(run["tables"]["buckets"])
-    batches = global_batches(CFG, 2, B=3 * p * 2)
+    batches = random_batch(CFG, 3 * p * 2, steps=2)
     single = train(model(), batches, split=False)
     for scale in (True, False):  # 3 micro-steps of 2p rows = one step of 6p rows
         ours = DDP(model(), bucket_cap_mb=0.05)
         accumulate(ours, batches, k=3, scale=scale)
-        out[f"accumulate_scaled_{scale}"] = max_diff(ours.module, single)
-    batches = global_batches(CFG, 2, B=2 * p)
+        out[f"accumulate_scaled_{scale}"] = max_difference(ours.module, single)
+    batches = random_batch(CFG, 2 * p, steps=2)
     bad = train(averages_the_parameter(model()), batches)
-    out["param_hook"] = max_diff(bad, train(model(), batches, split=False))
+    out["param_hook"] = max_difference(bad, train(model(), batches, split=False))
     # frozen: no hook, no bucket, .grad stays None; training equals one process's
     frozen = {"pos_emb_weight": True, "blocks_0_ln1_bias": True}
     ours = DDP(model(**frozen), bucket_cap_mb=0.05)
     out["frozen_params"] = len(ours.params)
     train(ours, batches)
-    out["frozen"] = max_diff(ours.module, train(model(**frozen), batches, False))
+    out["frozen"] = max_difference(ours.module, train(model(**frozen), batches, False))
     out["frozen_grad_none"] = ours.module.pos_emb.weight.grad is None
     # tied: one parameter, one bucket, and the count is the formula's
     ours = DDP(model(), bucket_cap_mb=0.05)

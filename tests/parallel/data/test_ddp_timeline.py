@@ -9,7 +9,7 @@ import pytest
 
 from snippets.core.runtime import launch
 from snippets.parallel.data import ddp_timeline
-from snippets.parallel.data.ddp_timeline import chrome_trace, hidden_fraction, spans
+from snippets.parallel.data.ddp_timeline import bucket_trace, hidden_fraction, spans
 
 T0 = 1_000_000  # ns
 STAMPS = [  # bucket 1 became ready first; times in ns after T0
@@ -32,8 +32,8 @@ def test_hidden_fraction_is_the_overlap_with_backward() -> None:
     assert hidden_fraction(rows) == pytest.approx(2 / 6)
 
 
-def test_chrome_trace_has_one_event_per_span() -> None:
-    trace = chrome_trace([spans(STAMPS, T0)] * 3)
+def test_bucket_trace_has_one_event_per_span() -> None:
+    trace = bucket_trace([spans(STAMPS, T0)] * 3)
     spans_x = [e for e in trace["traceEvents"] if e["ph"] == "X"]
     assert len(spans_x) == 3 * 2 * 2 and {e["pid"] for e in spans_x} == {0, 1, 2}
     comm = [e for e in spans_x if e["tid"] == 1 and e["pid"] == 0]

@@ -8,8 +8,9 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from snippets.core.compare import max_difference
 from snippets.core.runtime import UsageError, launch
-from snippets.models.tiny_gpt import GPT, GPTConfig
+from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
 from snippets.parallel.pipeline.pipeline_executor import execute
 from snippets.parallel.pipeline.pipeline_schedules import schedule
 from snippets.parallel.pipeline.pipeline_validate import peak_in_flight
@@ -22,8 +23,7 @@ CASES = [("gpipe", 3, 1), ("1f1b", 4, 1), ("zb-h1", 5, 1), ("interleaved", 6, 2)
 def runs() -> list[dict]:
     """Each case on this group; 7 rows, so micro-batches are uneven (3 → 3, 2, 2)."""
     p = dist.get_world_size()
-    g = torch.Generator().manual_seed(2)
-    idx, targets = torch.randint(CFG.vocab_size, (2, 7, CFG.block_size), generator=g)
+    idx, targets = random_batch(CFG, 7, seed=2)
     reference = GPT(CFG).double()
     loss = reference(idx, targets)[1]
     loss.backward()
@@ -37,9 +37,9 @@ def runs() -> list[dict]:
         grads = {n: q.grad for n, q in model.named_parameters() if q.grad is not None}
         out.append({
             "case": (name, m, v),
-            "error": max((grads[n] - ref[n].grad).abs().max().item() for n in grads),
-            "tied": (grads["tok_emb.weight"] - ref["tok_emb.weight"].grad).abs()
-            .max().item() if "tok_emb.weight" in grads else None,
+            "error": max_difference(model, reference, grads=True),
+            "tied": max_difference(grads["tok_emb.weight"], ref["tok_emb.weight"].grad)
+            if "tok_emb.weight" in grads else None,
             "owned": sorted(grads),
             "loss": None if run.loss is None else abs(run.loss.item() - loss.item()),
             "peak": run.peak_in_flight,

@@ -9,8 +9,9 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from snippets.core.compare import max_difference
 from snippets.core.runtime import UsageError, launch
-from snippets.models.tiny_gpt import GPT, GPTConfig
+from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
 from snippets.parallel.pipeline.pipeline_executor import execute
 from snippets.parallel.pipeline.pipeline_torch import TORCH_SCHEDULES, run_torch
 
@@ -24,8 +25,7 @@ def grads(model: GPT) -> dict[str, torch.Tensor]:
 
 def both() -> dict:
     """Every case, ours then torch's, from the same fresh weights; 8 rows."""
-    g = torch.Generator().manual_seed(3)
-    idx, targets = torch.randint(CFG.vocab_size, (2, 8, CFG.block_size), generator=g)
+    idx, targets = random_batch(CFG, 8, seed=3)
     whole = GPT(CFG).double()
     whole(idx, targets)[1].backward()
     out: dict = {}
@@ -36,8 +36,8 @@ def both() -> dict:
         a, b, w = grads(ours), grads(theirs), grads(whole)
         out[name] = {
             "names": (sorted(a), sorted(b)),
-            "vs_torch": max((a[n] - b[n]).abs().max().item() for n in a),
-            "vs_whole": max((b[n] - w[n]).abs().max().item() for n in b),
+            "vs_torch": max_difference(a, b),
+            "vs_whole": max_difference(b, w),
             "losses": None if loss is None else (run.loss.item(), loss.item()),
         }
     for key, m in (("m<p", 1), ("uneven", 3)):  # ours runs both; torch does not

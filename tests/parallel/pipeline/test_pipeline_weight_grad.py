@@ -10,6 +10,7 @@ import copy
 import torch
 import torch.nn as nn
 
+from snippets.core.compare import max_difference
 from snippets.core.runtime import launch
 from snippets.models.tiny_gpt import GPT, GPTConfig
 from snippets.parallel.pipeline.pipeline_weight_grad import (
@@ -23,7 +24,7 @@ from snippets.parallel.tensor.sequence_parallel import (
     sequence_parallel_block,
 )
 from snippets.parallel.tensor.tensor_parallel import own_block
-from snippets.parallel.tensor.tp_gpt import max_difference, parallelize_block
+from snippets.parallel.tensor.tp_gpt import own_part, parallelize_block
 
 
 def net() -> nn.Module:
@@ -95,7 +96,7 @@ def tensor_parallel_b_then_w() -> dict:
             "missing_after_b": after_b,
             "products": products,
             "d_input": (mine.grad - want).abs().max().item(),
-            "d_grads": max_difference(block, dense, grads=True),
+            "d_grads": max_difference(block, dense, grads=True, part=own_part),
         }
     return out
 

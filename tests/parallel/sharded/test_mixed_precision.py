@@ -11,7 +11,7 @@ import torch
 import torch.nn as nn
 
 from snippets.core.cli import snippet_options
-from snippets.models.tiny_gpt import GPT, GPTConfig
+from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
 from snippets.parallel.sharded import mixed_precision as mp
 from snippets.parallel.sharded import zero
 
@@ -63,7 +63,7 @@ def test_one_process_holds_16_bytes_a_parameter() -> None:
     psi = CFG.num_params()
     model = GPT(CFG).to(mp.LOW)
     opt = mp.MasterWeights(model.parameters(), torch.optim.Adam, lr=1e-3)
-    idx = torch.randint(CFG.vocab_size, (2, CFG.block_size))
+    idx, _ = random_batch(CFG, 2)
     model(idx, idx)[1].backward()
     opt.step()
     m = zero.memory_report(model, opt)

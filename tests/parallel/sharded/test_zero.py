@@ -21,8 +21,9 @@ from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.nn.parallel import DistributedDataParallel
 
 from snippets.core.cli import OneLineParser
+from snippets.core.compare import max_difference
 from snippets.core.runtime import UsageError, launch
-from snippets.models.tiny_gpt import GPT, GPTConfig
+from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
 from snippets.parallel.sharded import mixed_precision, zero, zero_memory
 
 CFG = GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_head=2, n_embd=32)
@@ -84,7 +85,7 @@ def stage_row(module, opt, comm, oracles: dict, **extra) -> dict:
         "padded": sum(pc.N * pc.s for pc in opt.pieces),
         "pieces": len(opt.pieces),
         "comm": comm,
-        "vs": {k: zero.max_difference(state, v) for k, v in oracles.items()},
+        "vs": {k: max_difference(state, v) for k, v in oracles.items()},
         **extra,
     }
 
@@ -96,7 +97,7 @@ def checks() -> dict:
     (the key bias: softmax ignores a constant added to every score) steps ±lr on
     rounding noise alone, in one process as much as in several."""
     N = dist.get_world_size()
-    data = zero.batches(CFG, steps=2, rows=2 * N)
+    data = random_batch(CFG, 2 * N, steps=2)
     adam, kw = OPTIMIZERS["adam"]
     oracles = {
         "single": zero.train_single(CFG, adam, kw, data, F64),
@@ -135,7 +136,7 @@ def edge_checks() -> list[dict]:
     """SGD, which sees a wrongly scaled loss (Adam would not), 2 micro-steps of loss ÷ 2
     a step, against one process taking one backward over the whole batch."""
     N = dist.get_world_size()
-    data = zero.batches(CFG, steps=2, rows=2 * N)
+    data = random_batch(CFG, 2 * N, steps=2)
     sgd, kw = OPTIMIZERS["sgd"]
     single = zero.train_single(CFG, sgd, kw, data, F64, make=edge_model)
     init = edge_model(CFG).to(F64).state_dict()
@@ -150,7 +151,7 @@ def edge_checks() -> list[dict]:
         rows.append(
             {
                 "stage": stage,
-                "vs_single": zero.max_difference(state, single),
+                "vs_single": max_difference(state, single),
                 "moved": {k: not torch.equal(state[k], init[k]) for k in watched},
                 "frozen_flags": [
                     n for n, p in module.named_parameters() if not p.requires_grad
@@ -172,7 +173,7 @@ def wide_checks() -> dict[int, dict]:
     for N, group in ((4, dist.new_group([0, 1, 2, 3])), (5, None)):
         if dist.get_rank() >= N:
             continue
-        data = zero.batches(WIDE, steps=2, rows=2 * N)
+        data = random_batch(WIDE, 2 * N, steps=2)
         oracles = {"single": zero.train_single(WIDE, adam, kw, data, F64)}
         if N == 5:
             oracles["fsdp2"] = torch_fsdp2(data, WIDE)
@@ -358,24 +359,12 @@ def test_cli_stage_4_is_one_line_and_exit_2() -> None:
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
 
 
-# The training loops' own checks: deterministic batches, the single-process oracle is
-# a hand-written SGD step, max_difference is the largest absolute gap.
+# The training loops' own check: the single-process oracle is a hand-written SGD step.
 SMALL = GPTConfig(vocab_size=16, block_size=8, n_layer=1, n_head=2, n_embd=16)
 
 
-def test_batches_shape_range_and_seed() -> None:
-    data = zero.batches(SMALL, steps=3, rows=5)
-    assert len(data) == 3
-    for idx, targets in data:
-        assert idx.shape == targets.shape == (5, 8)
-        assert 0 <= int(idx.min()) and int(idx.max()) < 16
-    again = zero.batches(SMALL, steps=3, rows=5)
-    assert all(torch.equal(a, b) for a, b in zip(data, again))
-    assert not torch.equal(data[0], zero.batches(SMALL, 1, 5, seed=2)[0])
-
-
 def test_train_single_is_two_plain_sgd_steps() -> None:
-    data = zero.batches(SMALL, steps=2, rows=3)
+    data = random_batch(SMALL, 3, steps=2)
     torch.manual_seed(0)
     got = zero.train_single(SMALL, torch.optim.SGD, {"lr": 0.1}, data, torch.float64)
     torch.manual_seed(0)
@@ -387,11 +376,5 @@ def test_train_single_is_two_plain_sgd_steps() -> None:
             for p in model.parameters():
                 p -= 0.1 * p.grad
     want = model.state_dict()
-    assert zero.max_difference(got, want) < 1e-12
-    assert zero.max_difference(got, GPT(SMALL).to(torch.float64).state_dict()) > 1e-3
-
-
-def test_max_difference_by_hand() -> None:
-    a = {"x": torch.tensor([1.0, 5.0]), "y": torch.tensor([[0.0]])}
-    b = {"x": torch.tensor([1.5, 2.0]), "y": torch.tensor([[-0.25]])}
-    assert zero.max_difference(a, b) == 3.0
+    assert max_difference(got, want) < 1e-12
+    assert max_difference(got, GPT(SMALL).to(torch.float64).state_dict()) > 1e-3

@@ -15,8 +15,9 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
+from snippets.core.compare import max_difference
 from snippets.core.runtime import launch
-from snippets.models.tiny_gpt import GPT, GPTConfig
+from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
 from snippets.parallel.sharded import zero
 from snippets.parallel.sharded.zero_shards import CommCounter, Piece
 from snippets.parallel.sharded.zero_units import Unit
@@ -94,7 +95,7 @@ def gpt_runs() -> dict:
     """Stage 3 on the tiny GPT: collective calls per step and the units' states, then
     the frozen-and-unused model with 2 micro-steps, against one process."""
     N = dist.get_world_size()
-    data = zero.batches(CFG, steps=2, rows=2 * N)
+    data = random_batch(CFG, 2 * N, steps=2)
     sgd, kw = torch.optim.SGD, {"lr": 0.1}
     single = zero.train_single(CFG, sgd, kw, data, F64)
     module, opt = zero.shard(GPT(CFG).to(F64), sgd, 3, **kw)
@@ -119,7 +120,7 @@ def gpt_runs() -> dict:
         "units": len(opt.units),
         "pieces": len(opt.pieces),
         "padded": sum(pc.N * pc.s for pc in opt.pieces),
-        "vs_single": zero.max_difference(state, single),
+        "vs_single": max_difference(state, single),
         "seen": seen[: 2 * CFG.n_layer],  # the first step's
         "unused_calls": dict(unused.comm.calls),
         "unused_grad": next(

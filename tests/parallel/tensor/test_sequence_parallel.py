@@ -9,10 +9,11 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from snippets.core.compare import max_difference
 from snippets.core.runtime import UsageError, launch
-from snippets.models.tiny_gpt import GPT, GPTConfig
+from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
 from snippets.parallel.tensor import sequence_parallel as sp
-from snippets.parallel.tensor.tp_gpt import max_difference
+from snippets.parallel.tensor.tp_gpt import own_part
 from snippets.parallel.tensor.vocab_parallel import vocab_parallel_cross_entropy
 
 CFG = GPTConfig(vocab_size=32, block_size=8, n_layer=2, n_head=2, n_embd=16)
@@ -23,18 +24,15 @@ def adam_steps(steps: int = 2) -> list[float]:
     dense = GPT(CFG).double()
     model = sp.sequence_parallel_gpt(dense)
     opts = [torch.optim.Adam(m.parameters(), lr=1e-2) for m in (dense, model)]
-    gen, worst = torch.Generator().manual_seed(3), []
-    for _ in range(steps):
-        idx, targets = torch.randint(
-            CFG.vocab_size, (2, 2, CFG.block_size), generator=gen
-        )
+    worst = []
+    for idx, targets in random_batch(CFG, 2, seed=3, steps=steps):
         dense(idx, targets)[1].backward()
         vocab_parallel_cross_entropy(sp.sp_logits(model, idx), targets).backward()
         sp.allreduce_sequence_grads(model)
         for opt in opts:
             opt.step()
             opt.zero_grad()
-        worst.append(max_difference(model, dense))
+        worst.append(max_difference(model, dense, part=own_part))
     return worst
 
 

@@ -1,0 +1,84 @@
+"""The import graph of ``snippets/``, read from the code's syntax trees, never by
+importing it: which files a module runs when it is imported.
+
+``import_closure(path)`` is every file whose change can change what a module does: the
+results cache hashes it (:func:`snippets.core.results.code_hash`), and the runtime reads
+it to decide what the fork server preloads (:func:`steps_optimizer`).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+REPO_DIR = Path(__file__).resolve().parents[2]
+
+
+def module_path(dotted: str) -> Path:
+    """``snippets.comm.ring_allreduce`` → its file (a package → its ``__init__.py``)."""
+    base = REPO_DIR.joinpath(*dotted.split("."))
+    return base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+
+
+def local_imports(path: Path) -> set[Path]:
+    """Files of the ``snippets`` modules this file imports, read from its syntax tree.
+
+    Absolute (``from snippets.comm import plumbing``) and relative imports both count,
+    at any depth (imports inside functions too); so does each package's ``__init__``.
+    """
+    dotted = ".".join(path.resolve().relative_to(REPO_DIR).with_suffix("").parts)
+    package = dotted.rsplit(".", 1)[0]
+    targets: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            targets.add(base)
+            targets |= {f"{base}.{alias.name}" for alias in node.names}
+    found = set()
+    for name in targets:
+        if name != "snippets" and not name.startswith("snippets."):
+            continue
+        parts = name.split(".")
+        for i in range(1, len(parts) + 1):  # importing a.b.c runs a, a.b and a.b.c
+            p = module_path(".".join(parts[:i]))
+            if p.exists():
+                found.add(p.resolve())
+    return found
+
+
+def _enclosing_packages(path: Path) -> list[Path]:
+    """The ``__init__.py`` files Python runs before this file: ``snippets``, its
+    subpackage, ... (importing ``snippets.comm.plumbing`` runs ``snippets/__init__``
+    and ``snippets/comm/__init__`` first)."""
+    parts = path.resolve().relative_to(REPO_DIR).with_suffix("").parts
+    inits = [module_path(".".join(parts[:i])) for i in range(1, len(parts))]
+    return [p.resolve() for p in inits if p.exists()]
+
+
+def import_closure(path: Path) -> set[Path]:
+    """This file, its packages' ``__init__`` files and every ``snippets`` file it
+    imports, transitively: every file whose change can change what it does."""
+    seen: set[Path] = set()
+    todo = [path.resolve(), *_enclosing_packages(path)]
+    while todo:
+        p = todo.pop()
+        if p not in seen:
+            seen.add(p)
+            todo += local_imports(p)
+    return seen
+
+
+_OPTIMIZER = re.compile(r"\boptim\b|Optimizer")
+
+
+def steps_optimizer(path: Path) -> bool:
+    """Whether a file this one runs names an optimizer: only then does the fork server
+    preload what an optimizer's first step imports (a wrong guess costs time only)."""
+    closure = import_closure(path) - {Path(__file__).resolve()}  # names the pattern
+    return any(_OPTIMIZER.search(p.read_text(encoding="utf-8")) for p in closure)

@@ -176,7 +176,10 @@ def main(argv: list[str] | None = None) -> int:
     done = [asdict(s) for s in steps]
     bench = next(s for s in done if s["name"] == TFLOPS_STEP)
     records = parse_tflops(bench["output"])
-    text = report(env, done, tests, tflops_rows(records))
+    roof_file = results_dir / "roofline.json"
+    roof = json.loads(roof_file.read_text())["result"] if roof_file.exists() else None
+    published = roof.get("published", {}) if roof else {}  # the vendor's, as cited
+    text = report(env, done, tests, tflops_rows(records), roof, published)
     (results_dir / "gpu_check.md").write_text(text, encoding="utf-8")
     for s in done:
         s["output"] = s["output"][-4000:]

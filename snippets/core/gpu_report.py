@@ -79,8 +79,35 @@ def _last_lines(output: str, n: int) -> list[str]:
     return [line[:86] for line in output.strip().splitlines()[-n:]]
 
 
-def report(env: dict, steps: list[dict], tests: dict, rows: list[dict]) -> str:
-    """The Markdown report: machine, steps, test counts, skips, TFLOP/s."""
+def roof_lines(roof: dict | None, published: dict) -> list[str]:
+    """The roofline run's measured ceilings beside the vendor's, where it ran."""
+    if not roof:
+        return ["", "Roofline: no result (the roofline snippet did not run)."]
+    return [
+        "",
+        f"Roofline, measured: best matmul {roof['peak_matmul_flops'] / 1e12:.0f} "
+        f"TFLOP/s ({roof['peak_dtype']} {roof['peak_shape']}), copy "
+        f"{roof['bandwidth_bytes_per_s'] / 1e12:.2f} TB/s (read + written); knee "
+        f"{roof['knee_flop_per_byte']:.0f} FLOP/byte.",
+        "Published by NVIDIA (not measured): "
+        + "; ".join(
+            f"{name} {v['peak_flops'] / 1e12:.0f} TFLOP/s bf16 dense, "
+            f"{v['bandwidth'] / 1e12:.2f} TB/s"
+            for name, v in published.items()
+        )
+        + ".",
+    ]
+
+
+def report(
+    env: dict,
+    steps: list[dict],
+    tests: dict,
+    rows: list[dict],
+    roof: dict | None = None,
+    published: dict | None = None,
+) -> str:
+    """The Markdown report: machine, steps, test counts, skips, TFLOP/s, roofline."""
     out = ["## GPU check", "", f"{env['gpu']} · {env['cpu']} · driver {env['driver']}"]
     out += [
         f"torch {env['torch']} · CUDA {env['cuda']} · Triton {env['triton']} · "
@@ -120,6 +147,8 @@ def report(env: dict, steps: list[dict], tests: dict, rows: list[dict]) -> str:
         last = _last_lines(bench["output"], 1) if bench else []
         why = f"{bench['status']}: {''.join(last)}" if bench else "not run"
         out.append(f"No TFLOP/s: the benchmark gave no records ({why}).")
+    if published is not None:
+        out += roof_lines(roof, published)
     for s in steps:
         if s["status"] != "passed":
             out += ["", f"{s['name']}, {s['status']}; its last lines:", "", "```text"]

@@ -68,3 +68,18 @@ def test_markdown_table_by_hand() -> None:
         "| 1 | x |  |",
         "| 2 |  | True |",
     ]
+
+
+def test_the_roofline_lines_keep_measured_and_published_apart() -> None:
+    from snippets.core.gpu_report import roof_lines
+
+    roof = {"peak_matmul_flops": 7.5e14, "peak_dtype": "bf16",
+            "peak_shape": "8192×8192×8192", "bandwidth_bytes_per_s": 4.3e12,
+            "knee_flop_per_byte": 7.5e14 / 4.3e12}  # fmt: skip
+    published = {"H200 SXM (NVIDIA)": {"peak_flops": 989e12, "bandwidth": 4.8e12}}
+    _, measured, vendor = roof_lines(roof, published)
+    assert "750 TFLOP/s (bf16 8192×8192×8192)" in measured and "4.30 TB/s" in measured
+    assert "knee 174 FLOP/byte" in measured
+    assert vendor.startswith("Published by NVIDIA (not measured): H200 SXM (NVIDIA)")
+    assert "989 TFLOP/s" in vendor and "4.80 TB/s" in vendor
+    assert "no result" in roof_lines(None, published)[1]

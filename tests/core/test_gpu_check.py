@@ -224,9 +224,10 @@ def test_the_gpu_step_runs_the_snippets_flagged_with_a_cuda_path(
 
     run_all = gpu_check.plan(tmp_path, tmp_path / "gpu.xml")[-1]
     only = run_all.argv[run_all.argv.index("--only") + 1 :]
-    # the four with a CUDA path: Triton kernels, the attention benchmark's CUDA
-    # memory, device-copy bandwidth, the real nvidia-smi topo -m
-    want = ["attention_bench", "flash_attention_triton", "p2p_bandwidth", "topology"]
+    # the five with a CUDA path: Triton kernels, the attention benchmark's CUDA
+    # memory, device-copy bandwidth, the GPU's roofline, the real nvidia-smi topo -m
+    want = ["attention_bench", "flash_attention_triton", "p2p_bandwidth", "roofline"]
+    want += ["topology"]
     assert sorted(only) == want
     fake = {
         "a": SimpleNamespace(spec=Spec("a", gpu_path=True)),

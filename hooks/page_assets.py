@@ -8,7 +8,7 @@ KaTeX, one without a diagram no mermaid (about 5 MB together). The standalone mo
 viewer (``snippets/viewer/viewer_page.py``) reads its scripts from the same row.
 
 The markers are the contract with what writes the figures: ``snippets.core.results``
-(charts), ``snippets.comm.trace_frames`` (players), ``snippets.viewer.viewer_page``
+(charts), ``snippets.core.player`` (players), ``snippets.viewer.viewer_page``
 (model viewers), ``snippets.sizing.sizing_widget`` (the calculator), Markdown's
 arithmatex and mermaid fences, and mkdocs-jupyter's notebook pages, whose ``$…$``
 math the same KaTeX typesets (``math.js`` looks in notebook Markdown cells).

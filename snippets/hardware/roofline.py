@@ -133,9 +133,10 @@ def main(dtype: list | None = None, max_n: int | None = None, as_json: bool = Fa
     copy = max((r for r in streams if r["kind"] == "copy"), key=lambda r: r["median"])
     peak, bandwidth = best["median"], copy["median"]
     knee = peak / bandwidth
-    for r in matmuls:  # where each matmul sits: under which roof, how close to it
-        roof = min(peak, bandwidth * r["intensity"])
-        r |= {"bound": "compute" if r["intensity"] > knee else "memory",
+    for r in matmuls:  # each dtype's roof: its own best matmul, the one bandwidth
+        own = max(q["median"] for q in matmuls if q["dtype"] == r["dtype"])
+        roof = min(own, bandwidth * r["intensity"])
+        r |= {"bound": "compute" if r["intensity"] > own / bandwidth else "memory",
               "of roof": r["median"] / roof}  # fmt: skip
     record = {
         "device": torch.cuda.get_device_name(dev) if gpu else "cpu",
@@ -162,17 +163,19 @@ def main(dtype: list | None = None, max_n: int | None = None, as_json: bool = Fa
 
 def tables(matmuls: list[dict], streams: list[dict]) -> dict:
     giga = 1e9
+    top = max(r["median"] for r in matmuls)
+    unit, scale = ("TFLOP/s", 1e12) if top >= 1e13 else ("GFLOP/s", giga)
     mm = [
         {"dtype": r["dtype"], "m×n×k": r["shape"],
          "FLOP/byte": round(r["intensity"], 1),
-         "GFLOP/s (median)": round(r["median"] / giga, 1),
-         "IQR": f"{r['q1'] / giga:.1f}–{r['q3'] / giga:.1f}",
-         "bound": r["bound"], "of its roof": f"{r['of roof']:.0%}"}
+         f"{unit} (median)": f"{r['median'] / scale:.1f}",
+         "IQR": f"{r['q1'] / scale:.1f}–{r['q3'] / scale:.1f}",
+         "bound": r["bound"], "of its dtype's roof": f"{r['of roof']:.0%}"}
         for r in matmuls
     ]  # fmt: skip
     st = [
         {"op": r["kind"], "MiB a buffer": round(r["MiB"]),
-         "GB/s (median)": round(r["median"] / giga, 1),
+         "GB/s (median)": f"{r['median'] / giga:.1f}",
          "IQR": f"{r['q1'] / giga:.1f}–{r['q3'] / giga:.1f}"}
         for r in streams
     ]  # fmt: skip

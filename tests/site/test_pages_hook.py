@@ -65,7 +65,7 @@ def test_a_page_loads_only_the_rows_it_holds() -> None:
 def test_each_figure_a_snippet_writes_holds_one_marker_of_the_table() -> None:
     """The markers are the figures' contract with the page: a renamed class would
     leave a figure without its scripts."""
-    from snippets.comm.trace_frames import player_html
+    from snippets.core.player import player_html
     from snippets.core.results import chart_html
     from snippets.sizing.sizing_widget import widget_data, widget_html
     from snippets.viewer.viewer_page import embed_html

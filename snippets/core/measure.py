@@ -8,10 +8,13 @@ from another day is not.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
+import subprocess
+import sys
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 import torch.distributed as dist
@@ -127,3 +130,26 @@ def peak_memory_bytes(
 
 
 # --8<-- [end:peak_memory]
+
+
+@contextlib.contextmanager
+def busy_core(group: dist.ProcessGroup | None = None) -> Iterator[int | None]:
+    """One core of this machine kept busy by another program while the block runs:
+    how a benchmark reads on a machine that is not quiet. With a process group, only
+    its first local rank starts the program (one per machine) and every rank enters
+    and leaves together. Yields the program's pid where this rank started it."""
+    together = dist.is_initialized()
+    local = int(os.environ.get("LOCAL_RANK", dist.get_rank(group))) if together else 0
+    burner = None
+    if local == 0:
+        burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        if together:
+            dist.barrier(group=group)
+        yield burner.pid if burner else None
+        if together:
+            dist.barrier(group=group)
+    finally:
+        if burner is not None:
+            burner.kill()
+            burner.wait()

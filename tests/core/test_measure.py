@@ -3,6 +3,7 @@ nccl-tests' published bus-bandwidth factors, and sleeps of a known length."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -100,3 +101,16 @@ def test_time_samples_keeps_every_timed_call_in_order():
     got = time_samples(lambda: time.sleep(next(pauses)), warmup=1, iters=3)
     assert len(got) == 3 and got[0] < got[2] < got[1]  # 0.01, 0.12, 0.05 as slept
     assert all(0.009 <= t < 0.5 for t in got)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")
+def test_busy_core_burns_a_core_while_open_and_leaves_nothing_behind() -> None:
+    from snippets.core.measure import busy_core
+
+    with busy_core() as pid:
+        time.sleep(0.5)
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        cpu_s = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    assert cpu_s > 0.15  # it computed for a good part of the half second
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # killed and reaped on the way out

@@ -168,11 +168,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=positive_int, default=3)
 
 
-def global_batches(cfg: GPTConfig, steps: int, B: int) -> list[tuple]:
-    """The same (B, N) ids and targets on every rank, one pair per step."""
-    return random_batch(cfg, B, steps=steps)
-
-
 # --8<-- [start:train]
 def train(model: nn.Module, batches: list[tuple], split: bool = True) -> nn.Module:
     """SGD with momentum, each rank on its 1/p of every batch (or all of it).

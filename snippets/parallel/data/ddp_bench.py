@@ -52,8 +52,8 @@ from snippets.core.runtime import (
     under_torchrun,
 )
 from snippets.core.timing import interleave, record, spread
-from snippets.models.tiny_gpt import GPT, GPTConfig
-from snippets.parallel.data.ddp import DDP, global_batches
+from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
+from snippets.parallel.data.ddp import DDP
 from snippets.parallel.data.ddp_timeline import hidden_fraction, spans
 from snippets.parallel.sharded import zero
 
@@ -149,7 +149,7 @@ def measure(
     """On every rank: one record per pair (the harness's, and what only a training
     step has), plus each side's final weights."""
     p, rank, dev = dist.get_world_size(), dist.get_rank(), device()
-    data = global_batches(cfg, 4, B=rows * p)  # four batches, cycled
+    data = random_batch(cfg, rows * p, steps=4)  # four batches, cycled
     batches = [(i.tensor_split(p)[rank].to(dev), t.tensor_split(p)[rank].to(dev))
                for i, t in data]  # fmt: skip
     records, states = [], {}

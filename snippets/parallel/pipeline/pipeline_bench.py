@@ -47,7 +47,7 @@ from snippets.core.cli import (
 )
 from snippets.core.runtime import Spec, UsageError, device, launch, print0
 from snippets.core.timing import interleave, record, sentence, spread
-from snippets.models.tiny_gpt import GPT, GPTConfig
+from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
 from snippets.parallel.pipeline.pipeline_executor import execute
 from snippets.parallel.pipeline.pipeline_formulas import bubble_formula
 from snippets.parallel.pipeline.pipeline_schedules import schedule
@@ -73,12 +73,6 @@ def config(p: int, wide: bool = False) -> GPTConfig:
     return GPTConfig(vocab_size=64, block_size=64, n_layer=2 * p, n_embd=d)
 
 
-def batch(cfg: GPTConfig, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
-    g = torch.Generator().manual_seed(1)
-    both = torch.randint(cfg.vocab_size, (2, rows, cfg.block_size), generator=g)
-    return both[0].to(device()), both[1].to(device())
-
-
 def grads(model: GPT) -> dict[str, torch.Tensor]:
     return {n: q.grad for n, q in model.named_parameters() if q.grad is not None}
 
@@ -89,7 +83,7 @@ def step_pair(m: int, rows: int) -> tuple[Callable, Callable, float]:
     steps' largest difference (loss and gradients, the slowest rank's)."""
     p = dist.get_world_size()
     cfg = config(p)
-    idx, targets = batch(cfg, rows)
+    idx, targets = random_batch(cfg, rows, device=device())
     mine, theirs = GPT(cfg).to(device()), GPT(cfg).to(device())
     sched = torch_schedule(theirs, "1f1b", m, tuple(targets.shape))
 
@@ -121,7 +115,7 @@ def bubbles(m: int, rows: int, repeats: int) -> dict:
     each from its stamps, and of the plan replayed with the measured times."""
     p = dist.get_world_size()
     cfg = config(p, wide=True)
-    idx, targets = batch(cfg, rows)
+    idx, targets = random_batch(cfg, rows, device=device())
     model, plan = GPT(cfg).to(device()), schedule("1f1b", p, m)
     executed, replayed, steps, took = [], [], [], []
     for i in range(repeats + 1):

@@ -62,6 +62,7 @@ SPEC = Spec(
     timed=True,  # it measures time: run-all runs it alone
 )
 POLICIES = ("none", "full", "selective")
+CALLS = 4  # training steps in a row make one timed sample
 
 
 # --8<-- [start:policies]
@@ -229,7 +230,8 @@ def counted_flops(cfg: GPTConfig, policy: str, batch: int) -> int:
 
 
 def time_policies(cfg: GPTConfig, policies, batch: int, rounds: int) -> dict:
-    """One fp32 training step per policy, taking turns; each against ``none``. One
+    """fp32 training steps, the policies taking turns; each against ``none``. A
+    sample is the mean of ``CALLS`` steps in a row, so one stall weighs less. One
     intra-op thread: on a shared machine a second thread waits for a core another
     program holds, and that wait, not the work, would be timed. The CPU clock counts
     the whole process."""
@@ -246,9 +248,9 @@ def time_policies(cfg: GPTConfig, policies, batch: int, rounds: int) -> dict:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        steps = {p: step(p) for p in policies}
-        cpu = torch.device("cpu")
-        turns = interleave(steps, rounds, cpu_clock=time.process_time, device=cpu)
+        steps, calls = {p: step(p) for p in policies}, dict.fromkeys(policies, CALLS)
+        turns = interleave(steps, rounds, calls=calls, cpu_clock=time.process_time,
+                           device=torch.device("cpu"))  # fmt: skip
     finally:
         torch.set_num_threads(threads)
     return {p: record(turns, p, "none") for p in policies if p != "none"}

@@ -28,12 +28,16 @@ Three checks, each against something that does not share the code under test:
    counting each distinct storage autograd packs, beside the calculator's
    ``layer_bytes(…, recompute=…, flash=False)`` (``snippets.sizing.activations``).
    They differ by a stated amount, asserted to the byte: Korthikanti counts dropout
-   masks (our dropout is 0) and not LayerNorm's mean and 1/σ (4 values a token).
+   masks and attention's dropout output (our dropout is 0), and not LayerNorm's mean
+   and 1/σ (4 values a token); the causal mask masked_fill keeps (1 byte a score)
+   stands where their attention dropout mask was.
 3. the time: the three training steps take turns (``snippets.core.timing``); each
    policy's time ÷ no recompute's, round by round, median and IQR, beside the ratio
    the calculator's FLOPs predict (``snippets.sizing.flops``: 6N + 12Lhs a token;
    full recompute adds every layer's forward, selective the attention core's 4Lhs).
-   FLOPs are counted too (``FlopCounterMode``) and held to that formula.
+   FLOPs are counted too (``FlopCounterMode``) and held to that formula, up to the
+   biases and norms (in N, in no matmul) and torch's early stop: a checkpoint stops
+   recomputing once every tensor it saved is back, so its last matmul is not redone.
 
     python -m snippets run recompute [--policy none full selective] [--batch B]
         [--seq-len S] [--width H] [--heads A] [--layers L] [--rounds R]
@@ -80,11 +84,9 @@ def apply_policy(model: GPT, policy: str) -> GPT:
         raise UsageError(
             f"unknown policy {policy!r}: choose from {', '.join(POLICIES)}"
         )
+    core = recomputed_attention if policy == "selective" else reference_attention
     for block in model.blocks:
-        selective = policy == "selective"
-        block.attn.attention = (
-            recomputed_attention if selective else reference_attention
-        )
+        block.attn.attention = core
     return model
 
 

@@ -92,6 +92,13 @@ def guarded(body: Callable[[], int]) -> int:
             return 2
         for line in exc.remote_traceback.rstrip().splitlines():
             print(f"[rank {exc.rank}] {line}", file=sys.stderr)
+        for rank, stack in sorted(exc.stacks.items()):  # where the others were
+            print(
+                f"[rank {rank}] where it was when rank {exc.rank} failed:",
+                file=sys.stderr,
+            )
+            for line in stack.rstrip().splitlines():
+                print(f"[rank {rank}] {line}", file=sys.stderr)
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -27,3 +27,4 @@ class RankError(RuntimeError):
         self.rank, self.cause, self.remote_traceback = rank, cause, remote_traceback
         self.usage = usage  # the message, when the rank refused bad input (UsageError)
         self.at_rendezvous = at_rendezvous  # it failed joining the group, before fn
+        self.stacks: dict[int, str] = {}  # other ranks' Python stacks when it stopped

@@ -19,13 +19,16 @@ with the start itself, before the launcher goes on.
 from __future__ import annotations
 
 import datetime
+import faulthandler
 import multiprocessing as mp
 import os
 import pickle
 import queue
+import signal
 import sys
 import tempfile
 import threading
+import time
 import traceback
 from typing import Any, Callable
 
@@ -162,6 +165,44 @@ class _Inbox:
         return pickle.loads(self.results.get(timeout=timeout))
 
 
+# --8<-- [start:stacks]
+STACK_SIGNAL = signal.SIGUSR1  # "say where you are": each rank's Python stack
+
+
+def _stack_on_request(store_dir: str, rank: int) -> None:
+    """On STACK_SIGNAL, write this rank's Python stacks (every thread, the line each
+    is on) to a file the launcher reads. ``faulthandler`` does it from C, so it works
+    while the rank waits inside a collective and holds no lock."""
+    stack = open(os.path.join(store_dir, f"stack{rank}.txt"), "w")  # open till exit
+    faulthandler.register(STACK_SIGNAL, file=stack, all_threads=True)
+
+
+def _stacks(procs: list, store_dir: str, skip: int, wait_s: float = 2.0) -> dict:
+    """Ask every rank still running where it is; {rank: its stacks} of those that
+    answered within ``wait_s``. The failing rank ``skip`` sent its own traceback."""
+    asked = [r for r, p in enumerate(procs) if r != skip and p.is_alive()]
+    for r in asked:
+        try:
+            os.kill(procs[r].pid, STACK_SIGNAL)
+        except ProcessLookupError:  # it left on its own meanwhile
+            pass
+    found: dict[int, str] = {}
+    last = {r: "" for r in asked}
+    deadline = time.monotonic() + wait_s
+    while len(found) < len(asked) and time.monotonic() < deadline:
+        time.sleep(0.05)
+        for r in set(asked) - set(found):
+            path = os.path.join(store_dir, f"stack{r}.txt")
+            text = open(path).read() if os.path.exists(path) else ""
+            if text and text == last[r]:  # written, and no longer growing
+                found[r] = text
+            last[r] = text
+    return found
+
+
+# --8<-- [end:stacks]
+
+
 def _child(
     rank: int,
     world_size: int,
@@ -177,6 +218,7 @@ def _child(
 ) -> None:
     _take_over(env, streams)
     _exit_with_parent(launcher_pid)
+    _stack_on_request(store_dir, rank)
     os.environ["LOCAL_WORLD_SIZE"] = str(world_size)
     status, payload, met = "ok", None, False
     try:
@@ -272,7 +314,9 @@ def spawn(
                         ) from None
                 if status == "error":  # the first failure stops everyone: see finally
                     rank, payload = first_cause(inbox, rank, payload)
-                    raise RankError(rank, *payload)
+                    error = RankError(rank, *payload)
+                    error.stacks = _stacks(procs, store_dir, skip=rank)
+                    raise error
                 values[rank] = payload
         finally:
             _stop(procs)

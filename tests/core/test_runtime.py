@@ -251,3 +251,35 @@ def test_the_runtime_decides_what_the_fork_server_preloads(monkeypatch) -> None:
     with pytest.raises(TypeError):  # the fake launch returns None: nothing to index
         runtime.run(collectives.main, runtime.Spec("s", world_size=2), 2, "gloo")
     assert seen == [without]
+
+
+def waits_in_a_collective_or_sleeps() -> None:
+    """Rank 0 all-reduces; rank 1 never joins it, asleep on a line of its own."""
+    if dist.get_rank() == 0:
+        dist.all_reduce(torch.ones(1))
+    else:
+        time.sleep(60)  # THE LINE THE STACK MUST NAME
+
+
+def test_a_hang_names_the_line_each_other_rank_was_on() -> None:
+    with pytest.raises(RankError) as err:
+        launch(waits_in_a_collective_or_sleeps, 2, backend="gloo", timeout_s=2)
+    assert err.value.rank == 0  # the collective timed out there
+    stack = err.value.stacks[1]  # and rank 1 was asked where it was
+    lines = Path(__file__).read_text().splitlines()
+    line = next(i for i, text in enumerate(lines, 1) if "THE LINE THE STACK" in text)
+    assert f'test_runtime.py", line {line} in waits_in_a_collective_or_sleeps' in stack
+    assert process_children(os.getpid()) == []
+
+
+def test_the_command_line_prints_the_other_ranks_stacks(capsys) -> None:
+    def body() -> int:
+        error = RankError(0, "RuntimeError: timed out", "Traceback: here\n")
+        error.stacks = {1: 'Stack (most recent call first):\n  File "x.py", line 7\n'}
+        raise error
+
+    assert guarded(body) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert "[rank 1] where it was when rank 0 failed:" in err
+    assert '[rank 1]   File "x.py", line 7' in err
+    assert err[-1] == "error: rank 0 failed: RuntimeError: timed out"

@@ -32,7 +32,7 @@ def test_json_fields_equal_the_estimate(capsys) -> None:
     assert set(found["memory_bytes"]) >= {
         "weights", "gradients", "optimizer", "activations", "total"
     }  # fmt: skip
-    assert set(found["comm_bytes_per_step"]) == {"dp", "tp", "pp", "cp"}
+    assert set(found["comm_bytes_per_step"]) == {"dp", "tp", "pp", "cp", "ep"}
     direct = estimate.estimate(
         presets.MODELS["llama3-8b"], presets.GPUS["h100-sxm"], seq=4096,
         micro_batch=2, dp=4, tp=2, zero=3, recompute="selective",

@@ -151,7 +151,8 @@
 
   function setup(opts) {
     const keys = ["seq", "micro_batch", "global_batch", "dp", "tp", "pp", "vpp", "cp",
-      "ep", "gpus", "gpus_per_node", "precision", "grad_bytes", "efficiency", "overlap"];
+      "ep", "gpus", "gpus_per_node", "precision", "grad_bytes", "efficiency",
+      "overlap"];
     const found = {};
     for (const k of keys) if (opts[k] !== null) found[k] = opts[k];
     return Object.assign(found, {

@@ -55,8 +55,11 @@ def table(r: dict) -> str:
         )
         lines.append(
             f"  {r['expert_params_per_gpu']:,.0f} of the shard are routed experts "
-            f"(E/ep = {m['experts'] // i['ep']} a GPU); all-to-all "
-            f"{gb(r['all_to_all_bytes_per_moe_layer'])} a MoE layer a micro-batch"
+            f"(E/ep = {m['experts'] // i['ep']} a layer)"
+        )
+        lines.append(
+            f"  all-to-all: {gb(r['all_to_all_bytes_per_moe_layer'])} a MoE layer "
+            "a micro-batch, fwd + bwd"
         )
     lines.append("memory on the most loaded GPU:")
     keys = ("weights", "gradients", "optimizer", "activations", "buffers", "total")

@@ -92,4 +92,12 @@ def activation_bytes(
     return total
 
 
+def mean_ffn(L: int, moe_layers: int, ffn: int, active_ffn: float) -> float:
+    """The MLP width a layer's activations see, averaged over the L layers: an MoE
+    layer keeps its k routed and its shared experts' activations for each token, as
+    a dense MLP of width (k + shared)·expert_ffn would. Left out: the router's logits
+    and the k copies of each token's input the dispatch makes."""
+    return ((L - moe_layers) * ffn + moe_layers * active_ffn) / L
+
+
 # --8<-- [end:stage]

@@ -6,6 +6,12 @@ combines the formula modules: params, memory, activations, flops, traffic, throu
 ``model`` and ``gpu`` are dicts shaped like the presets' entries; ``model`` may carry
 ``params`` alone (a bare count: no layer shapes, so no activations, attention FLOPs,
 TP, PP or CP). The keys of ``setup`` and their defaults are :data:`DEFAULTS`.
+
+A model with experts (``params.moe_shape``) takes :func:`moe_parts`: its active
+parameters drive 6N, its routed experts are split over ``ep`` ranks and their model
+states sharded over the dp·cp/ep ranks that hold the same experts (ZeRO's group for
+the rest is dp·cp), their gradients reduced over that group (counted under ``dp``),
+and the all-to-alls of ``traffic.ep_calls`` are ``comm_bytes_per_step["ep"]``.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ DEFAULTS = dict(
     pp=1,
     vpp=1,  # v: interleaved chunks a pipeline stage
     cp=1,
+    ep=1,  # expert-parallel ranks, folded inside dp (params.py's conventions)
     zero=0,
     sequence_parallel=False,
     recompute="none",  # none | selective | full
@@ -45,7 +52,8 @@ def _check(ok: bool, message: str) -> None:
 
 def check(model: dict, c: dict) -> None:
     """Refuse what cannot run; each message names the inputs."""
-    for key in ("seq", "micro_batch", "global_batch", "dp", "tp", "pp", "vpp", "cp"):
+    keys = ("seq", "micro_batch", "global_batch", "dp", "tp", "pp", "vpp", "cp", "ep")
+    for key in keys:
         _check(c[key] >= 1, f"--{key.replace('_', '-')} must be at least 1")
     _check(c["zero"] in (0, 1, 2, 3), f"--zero must be 0-3, got {c['zero']}")
     _check(0 <= c["overlap"] <= 1, "--overlap must be between 0 and 1")
@@ -59,9 +67,13 @@ def check(model: dict, c: dict) -> None:
         f"--global-batch {c['global_batch']} is not a multiple of "
         f"micro-batch × dp = {per_step}",
     )
+    E, ep = model.get("experts", 0), c["ep"]
+    _check(ep == 1 or E > 0, f"--ep {ep} needs a model with experts (--experts)")
     if "layers" not in model:
         _check(tp == pp == cp == 1, "--params has no layer shapes: tp, pp, cp need 1")
         return
+    if E > 0:
+        check_moe(model, c)
     L, h, a, kv = (model[k] for k in ("layers", "hidden", "heads", "kv_heads"))
     for key in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab"):
         _check(model[key] >= 1, f"--{key.replace('_', '-')} must be at least 1")
@@ -77,6 +89,45 @@ def check(model: dict, c: dict) -> None:
     _check(c["seq"] % cp == 0, f"--seq {c['seq']} is not divisible by --cp {cp}")
     if c["sequence_parallel"]:
         _check((c["seq"] // cp) % tp == 0, "with SP, seq/cp must divide by --tp")
+
+
+def check_moe(model: dict, c: dict) -> None:
+    m, ep, dp, tp = params.moe_shape(model), c["ep"], c["dp"], c["tp"]
+    E, k = m["experts"], m["top_k"]
+    _check(1 <= k <= E, f"--top-k {k} must be 1 to {E} (the experts)")
+    _check(E % ep == 0, f"--experts {E} is not divisible by --ep {ep}")
+    _check(
+        dp % ep == 0,
+        f"--ep {ep} does not divide --dp {dp}: expert parallelism is folded "
+        "inside data parallelism",
+    )
+    _check(m["every"] >= 1, "--moe-every must be at least 1")
+    _check(m["dense"] >= 0, "--dense-layers must be at least 0")
+    _check(
+        m["shared"] == 0 or m["expert_ffn"] % tp == 0,
+        f"--expert-ffn {m['expert_ffn']} is not divisible by --tp {tp}",
+    )
+
+
+def moe_parts(model: dict, c: dict, e: float) -> dict:
+    """The estimate's MoE numbers: counts (params.moe_counts), the mean MLP width
+    the activations see, and the all-to-all calls of the most loaded GPU's stage."""
+    tp, pp, v, ep, s = (c[k] for k in ("tp", "pp", "vpp", "ep", "seq"))
+    counts = params.moe_counts(model, tp, pp, v, ep)
+    m = params.moe_shape(model)
+    width = (m["top_k"] + m["shared"]) * m["expert_ffn"]
+    ffn = activations.mean_ffn(
+        model["layers"], counts["moe_layers"], model["ffn"], width
+    )
+    micro = c["global_batch"] // (c["micro_batch"] * c["dp"])
+    calls = traffic.ep_calls(
+        c["micro_batch"], s / c["cp"], model["hidden"], e, m["top_k"],
+        counts["stage_moe"], micro, ep, tp, c["recompute"],
+    )  # fmt: skip
+    b, h, k = c["micro_batch"], model["hidden"], m["top_k"]
+    one = traffic.ep_calls(b, s / c["cp"], h, e, k, 1, 1, ep, tp)  # fwd + bwd
+    per_layer = traffic.sent_bytes(one, ep)
+    return counts | {"ffn": ffn, "ep_calls": calls, "a2a_per_layer": per_layer}
 
 
 def _dims(model: dict) -> tuple:
@@ -99,44 +150,63 @@ def estimate(model: dict, gpu: dict, **setup) -> dict:
     k = memory.optimizer_bytes(c["precision"], c["optimizer"])
     sp = c["sequence_parallel"] and tp > 1
     s_loc = s / cp
+    moe = None
     if "layers" in model:
         arch, V, s_pos, L, h, a, kv, ffn, tied, bias = _dims(model)
-        N = params.total_params(arch, V, s_pos, L, h, a, kv, ffn, tied, bias)
-        P = params.params_per_gpu(arch, V, s_pos, L, h, a, kv, ffn, tied, bias, tp, pp)
-        layer_full = params.layer_params(arch, h, a, kv, ffn, bias)
-        layer_tp = params.layer_params(arch, h, a, kv, ffn, bias, tp)
+        h_kv, h_q = kv * (h // a), h
+        if model.get("experts", 0) > 0:
+            moe = moe_parts(model, c, e)
+            N, N_active, P = moe["total"], moe["active"], moe["per_gpu"]
+            layer_full, layer_tp, ffn = moe["layer_active"], moe["layer_tp"], moe["ffn"]
+            N_flop, h_q = moe["flop"], moe["h_q"]
+        else:
+            N = params.total_params(arch, V, s_pos, L, h, a, kv, ffn, tied, bias)
+            P = params.params_per_gpu(
+                arch, V, s_pos, L, h, a, kv, ffn, tied, bias, tp, pp
+            )
+            layer_full = params.layer_params(arch, h, a, kv, ffn, bias)
+            layer_tp = params.layer_params(arch, h, a, kv, ffn, bias, tp)
+            N_flop, N_active = params.flop_params(arch, V, s_pos, h, tied, N), N
         act = activations.activation_bytes(
             arch, s, b, L, h, a, kv, ffn, V, e, tp, sp, pp, v, m, cp,
             recompute=recompute, flash=c["flash"],
         )  # fmt: skip
-        N_flop = params.flop_params(arch, V, s_pos, h, tied, N)
-        attn = flops.attention_flops(L, h, s, c["causal_halving"])
+        attn = flops.attention_flops(L, h_q, s, c["causal_halving"])
         extra = flops.recompute_flops(
-            recompute, layer_full, L, h, s, c["causal_halving"]
+            recompute, layer_full, L, h_q, s, c["causal_halving"]
         )
-        h_kv = kv * (h // a)
     else:  # a bare parameter count: model states and 6N only
-        N = P = model["params"]
+        N = N_active = P = model["params"]
         L = h = h_kv = layer_full = layer_tp = act = attn = extra = 0
         N_flop = N
     states = memory.model_states(P, w, g, k, zero, dp * cp)
-    mem = states | {
-        "activations": act,
-        "buffers": memory.zero3_buffer(layer_tp, w, zero, dp * cp),
-    }
+    buffers = memory.zero3_buffer(layer_tp, w, zero, dp * cp)
+    P_exp, edp = 0, dp * cp // c["ep"]  # experts: sharded over dp·cp/ep ranks
+    if moe is not None:
+        P_exp = moe["experts_per_gpu"]
+        held = memory.model_states(P_exp, w, g, k, zero, edp)
+        states = {key: states[key] + held[key] for key in states}
+        buffers += memory.zero3_buffer(moe["layer_experts"], w, zero, edp)
+    mem = states | {"activations": act, "buffers": buffers}
     mem["total"] = memory.total_bytes(mem)
     per_token = 6 * N_flop + attn
     hw_per_token = per_token + extra
     tokens = c["global_batch"] * s
     layers_here = L / pp
+    tp_layers = layers_here  # TP collectives: two a dense layer, one an MoE layer's
+    if moe is not None:  # attention (and a second for TP-split shared experts)
+        shared = params.moe_shape(model)["shared"]
+        tp_layers = moe["stage_dense"] + moe["stage_moe"] * (1 if shared else 0.5)
     calls = {
         "dp": traffic.dp_calls(P, w, g, zero, m),
-        "tp": traffic.tp_calls(b, s_loc, h, e, layers_here, m, sp, recompute),
+        "tp": traffic.tp_calls(b, s_loc, h, e, tp_layers, m, sp, recompute),
         "pp": traffic.pp_calls(b, s_loc, h, e, m, pp, v, tp, sp),
         "cp": traffic.cp_calls(b, s_loc, h_kv, e, layers_here, m, cp, tp, recompute),
+        "ep": moe["ep_calls"] if moe is not None else [],
     }
-    sizes = {"dp": dp * cp, "tp": tp, "pp": pp, "cp": cp}
+    sizes = {"dp": dp * cp, "tp": tp, "pp": pp, "cp": cp, "ep": c["ep"]}
     spans = {"dp": tp * cp * dp, "tp": tp, "pp": c["gpus"], "cp": tp * cp}
+    spans["ep"] = tp * cp * c["ep"]  # ep of the dp ranks, the nearest ones
     intra = gpu["nvlink_bw"] if c["intra_link"] == "nvlink" else gpu["pcie_bw"]
     comm_bytes, comm_s = {}, {}
     for name, found in calls.items():
@@ -145,6 +215,10 @@ def estimate(model: dict, gpu: dict, **setup) -> dict:
         )
         comm_bytes[name] = traffic.sent_bytes(found, sizes[name])
         comm_s[name] = traffic.seconds(found, sizes[name], alpha, bw)
+        if name == "dp" and P_exp > 0:  # the experts' gradients, over their group
+            found = traffic.dp_calls(P_exp, w, g, zero, m)
+            comm_bytes[name] += traffic.sent_bytes(found, edp)
+            comm_s[name] += traffic.seconds(found, edp, alpha, bw)
     compute = throughput.compute_seconds(
         hw_per_token * tokens / c["gpus"], gpu["peak_flops"], c["efficiency"]
     )
@@ -153,7 +227,10 @@ def estimate(model: dict, gpu: dict, **setup) -> dict:
     tps = throughput.tokens_per_second(c["global_batch"], s, step)
     return {
         "params": N,
-        "params_per_gpu": P,
+        "params_active": N_active,
+        "params_per_gpu": P + P_exp,
+        "expert_params_per_gpu": P_exp,
+        "all_to_all_bytes_per_moe_layer": moe["a2a_per_layer"] if moe else 0.0,
         "memory_bytes": mem,
         "memory_capacity_bytes": gpu["hbm_bytes"],
         "fits": memory.fits(mem["total"], gpu["hbm_bytes"]),

@@ -13,6 +13,24 @@ Under tensor parallelism (Megatron's split) every weight matrix is cut t ways, s
 the biases of the column-split layers (q, k, v, the MLP's first); the row-split
 layers' biases (o, the MLP's last) and the norms are replicated. The token embedding
 and the head are split by vocabulary; positions are replicated.
+
+Mixture of experts (a model dict with ``experts`` E > 0, see :func:`moe_shape`): layer
+i is an MoE layer when i ≥ ``dense_layers`` and i mod ``moe_every`` = 0 (DeepSeek's
+``first_k_dense_replace`` and ``moe_layer_freq``, Megatron-LM's ``moe_layer_freq``).
+Its feed-forward is a bias-free router (h·E), E routed experts and ``shared_experts``
+always-on ones, each the model's MLP at width ``expert_ffn``. Conventions:
+
+* **active** parameters are what one token touches: embedding, attention, norms, the
+  router, its k routed experts and the shared ones, the final norm and the head. The
+  multi-token-prediction (MTP) modules are in the total, not in the active count.
+* Routed experts are split by expert parallelism only (each expert whole on one
+  rank, DeepSeek-V3's layout; no expert tensor parallelism). The router and the
+  shared experts are split like the dense MLP (TP).
+* **EP is folded inside DP** (Megatron-LM, DeepSpeed-MoE): the ep ranks that share
+  out a layer's experts are ep of the dp data-parallel ranks, so ep divides dp and
+  each expert is replicated over dp·cp/ep ranks (the expert-data-parallel group).
+* MLA (DeepSeek-V2/V3's multi-head latent attention) is counted exactly: a model
+  dict with an ``mla`` entry uses :func:`mla_params` for its attention.
 """
 
 from __future__ import annotations
@@ -100,3 +118,146 @@ def flop_params(arch: str, V: int, s: int, h: int, tied: bool, total: int) -> in
 
 
 # --8<-- [end:per_gpu]
+
+
+# --8<-- [start:moe]
+def mla_params(h: int, a: int, q_rank: int, kv_rank: int, nope: int, rope: int, v: int):
+    """(split by TP, replicated) of multi-head latent attention (DeepSeek-V2 §2.1):
+    q = W_qb·norm(W_qa·x) (h→q_rank→a·(nope+rope)); [c_kv, k_rope] = W_kva·x
+    (h→kv_rank + rope, one rope key shared by every head); [k_nope, v] = W_kvb·
+    norm(c_kv) (kv_rank→a·(nope+v)); o (a·v→h). The up-projections and o split by
+    head; the down-projections and their two RMSNorms are replicated. No biases."""
+    q_down = h * q_rank + q_rank if q_rank else 0  # q_rank 0: q is one h→a·(nope+rope)
+    q_up = (q_rank or h) * a * (nope + rope)
+    kv_down = h * (kv_rank + rope) + kv_rank
+    return q_up + kv_rank * a * (nope + v) + a * v * h, q_down + kv_down
+
+
+def moe_shape(model: dict) -> dict:
+    """The MoE keys of a model dict, with their defaults (a dense model: E = 0)."""
+    return {
+        "experts": model.get("experts", 0),
+        "top_k": model.get("top_k", 0),
+        "shared": model.get("shared_experts", 0),
+        "expert_ffn": model.get("expert_ffn") or model["ffn"],
+        "every": model.get("moe_every", 1),
+        "dense": model.get("dense_layers", 0),
+        "mtp": model.get("mtp", 0),
+    }
+
+
+def is_moe_layer(i: int, E: int, dense: int, every: int) -> bool:
+    return E > 0 and i >= dense and i % every == 0
+
+
+def stage_layers(L: int, p: int, v: int, j: int) -> list[int]:
+    """The layers pipeline stage j holds: chunks j, j + p, ... of L/(p·v) layers."""
+    chunk = L // (p * v)
+    return [q * chunk + i for q in range(j, p * v, p) for i in range(chunk)]
+
+
+def moe_layer_parts(model: dict, t: int = 1) -> dict:
+    """One layer on one of t TP ranks: ``attn`` (attention and both norms), ``mlp``
+    (a dense layer's MLP), ``moe`` (router and shared experts), ``experts`` (the E
+    routed ones, whole), ``active`` (a whole MoE layer as one token sees it)."""
+    arch, h, a, kv = (model[k] for k in ("arch", "hidden", "heads", "kv_heads"))
+    ffn, bias, m = model["ffn"], model["bias"], moe_shape(model)
+    if "mla" in model:
+        x = model["mla"]
+        shape = (x["q_rank"], x["kv_rank"], x["nope"], x["rope"], x["v"])
+        attn_split, attn_rep = mla_params(h, a, *shape)
+    else:
+        attn_split, attn_rep = attention_params(h, a, kv, bias)
+    attn = attn_split / t + attn_rep + 2 * norm_params(arch, h, bias)
+    mlp_split, mlp_rep = mlp_params(arch, h, ffn, bias)
+    one_split, one_rep = mlp_params(arch, h, m["expert_ffn"], bias)
+    one = one_split + one_rep  # one expert
+    router = h * m["experts"]  # replicated over TP
+    return {
+        "attn": attn,
+        "mlp": mlp_split / t + mlp_rep,
+        "moe": m["shared"] * (one_split / t + one_rep) + router,
+        "experts": m["experts"] * one,
+        "active": attn + (m["top_k"] + m["shared"]) * one + router,
+    }
+
+
+def mtp_params(h: int, layer: float, t: int = 1) -> float:
+    """One MTP module's own parameters (DeepSeek-V3 §2.2): two RMSNorms on its inputs,
+    the projection of their concatenation 2h→h, a layer, the head's norm; it shares
+    the embedding and the head with the main model."""
+    return 2 * h * h / t + 3 * h + layer
+
+
+# --8<-- [end:moe]
+
+
+# --8<-- [start:moe_counts]
+def moe_counts(model: dict, t: int = 1, p: int = 1, v: int = 1, ep: int = 1) -> dict:
+    """Every count the estimate needs of a model with experts. ``total``: each
+    parameter once (MTP modules in); ``main``: without MTP; ``active``; ``flop``: N of
+    6N (active, MTP's layer and head matmul in, input embeddings out); ``per_gpu``
+    and ``experts_per_gpu``: the most loaded GPU's non-expert and expert parameters
+    (t × p grid, v chunks, E/ep experts a rank), and that stage's layer counts."""
+    arch, V, s, L, h = (model[k] for k in ("arch", "vocab", "seq", "layers", "hidden"))
+    tied, bias, m = model["tied"], model["bias"], moe_shape(model)
+    E, dense, every = m["experts"], m["dense"], m["every"]
+    full, mine = moe_layer_parts(model), moe_layer_parts(model, t)
+    moe_n = sum(is_moe_layer(i, E, dense, every) for i in range(L))
+    mtp_moe = is_moe_layer(L, E, dense, every)  # MTP's layer is layer L's kind
+    mtp_layer = full["attn"] + (
+        full["moe"] + full["experts"] if mtp_moe else full["mlp"]
+    )
+    mtp = m["mtp"] * mtp_params(h, mtp_layer)
+    ends = embedding_params(arch, V, s, h) + norm_params(arch, h, bias)
+    ends += head_params(V, h, tied)
+    dense_part = (L - moe_n) * (full["attn"] + full["mlp"])
+    main = ends + dense_part + moe_n * (full["attn"] + full["moe"] + full["experts"])
+    active = ends + dense_part + moe_n * full["active"]
+    mtp_active = full["active"] if mtp_moe else full["attn"] + full["mlp"]
+    mtp_flop = m["mtp"] * (mtp_params(h, mtp_active) + V * h)  # + the head's matmul
+    best = None
+    for j in range(p):
+        layers = stage_layers(L, p, v, j)
+        n_moe = sum(is_moe_layer(i, E, dense, every) for i in layers)
+        n_dense = len(layers) - n_moe
+        own = n_dense * (mine["attn"] + mine["mlp"]) + n_moe * (
+            mine["attn"] + mine["moe"]
+        )
+        experts = n_moe * mine["experts"] / ep
+        if j == 0:
+            own += embedding_params(arch, V, s, h, t)
+        if j == p - 1:
+            own += norm_params(arch, h, bias) + (V * h / t if not tied or p > 1 else 0)
+            mtp_own = mine["attn"] + (mine["moe"] if mtp_moe else mine["mlp"])
+            own += m["mtp"] * mtp_params(h, mtp_own, t)
+            experts += m["mtp"] * mtp_moe * mine["experts"] / ep
+        if best is None or own + experts > best[0] + best[1]:
+            best = (own, experts, n_dense, n_moe)
+    return {
+        "total": round(main + mtp),
+        "main": round(main),
+        "active": round(active),
+        "flop": flop_params(arch, V, s, h, tied, round(active)) + mtp_flop,
+        "per_gpu": best[0],
+        "experts_per_gpu": best[1],
+        "stage_dense": best[2],
+        "stage_moe": best[3],
+        "moe_layers": moe_n,
+        "layer_active": (dense_part + moe_n * full["active"]) / L,
+        "layer_tp": mine["attn"] + max(mine["mlp"], mine["moe"]),
+        "layer_experts": mine["experts"] / ep,
+        "h_q": attention_width(model),
+    }
+
+
+def attention_width(model: dict) -> float:
+    """H·Q of 12·L·H·Q·T: heads × head width; MLA's q·kᵀ is nope + rope wide a head
+    and its scores·v is v wide, so the mean of the two."""
+    if "mla" not in model:
+        return model["hidden"]
+    x = model["mla"]
+    return model["heads"] * (x["nope"] + x["rope"] + x["v"]) / 2
+
+
+# --8<-- [end:moe_counts]

@@ -8,6 +8,7 @@ has. Latencies (α) are assumptions, not datasheet figures: a few µs per messag
 Models: dimensions from the published configs, linked beside each one. ``arch`` is
 ``gpt`` (learned positions, GELU MLP, biases, LayerNorm) or ``llama`` (RoPE, SwiGLU,
 grouped-query attention, RMSNorm, no biases). ``seq`` is the training context length.
+A model with experts also has the keys of :func:`_moe`, and DeepSeek-V3 an ``mla``.
 """
 
 from __future__ import annotations
@@ -82,6 +83,14 @@ def _llama(V, s, L, h, a, kv, ffn) -> dict:
     return _model("llama", V, s, L, h, a, kv, ffn, False, False)
 
 
+def _moe(experts, top_k, shared_experts=0, expert_ffn=None, dense_layers=0, mtp=0):
+    """The MoE keys (``snippets.sizing.params.moe_shape``); expert_ffn defaults to
+    the model's ffn, and every layer from ``dense_layers`` on is MoE."""
+    found = {"experts": experts, "top_k": top_k, "shared_experts": shared_experts}
+    found |= {"dense_layers": dense_layers, "moe_every": 1, "mtp": mtp}
+    return found | ({"expert_ffn": expert_ffn} if expert_ffn else {})
+
+
 def tiny_gpt_preset() -> dict:
     """The shared tiny GPT, read from ``GPTConfig``'s defaults (one source of truth)."""
     c = GPTConfig()
@@ -116,5 +125,18 @@ MODELS: dict[str, dict] = {
     "llama3-405b": _llama(128256, 8192, 126, 16384, 128, 8, 53248),
     # snippets/models/tiny_gpt.py: GPTConfig() as every parallel snippet builds it
     "tiny-gpt": tiny_gpt_preset(),
+    # huggingface.co/mistralai/Mixtral-8x7B-v0.1/blob/main/config.json: every layer
+    # MoE, 8 experts of width 14336, top-2 (Jiang et al. 2024, arXiv:2401.04088)
+    "mixtral-8x7b": _llama(32000, 32768, 32, 4096, 32, 8, 14336)
+    | _moe(experts=8, top_k=2),
+    # huggingface.co/deepseek-ai/DeepSeek-V3/blob/main/config.json: 256 routed
+    # experts + 1 shared of width 2048 (moe_intermediate_size), top-8, the first 3
+    # layers dense (first_k_dense_replace, intermediate_size 18432), one MTP module
+    # (num_nextn_predict_layers); MLA: q_lora_rank 1536, kv_lora_rank 512,
+    # qk_nope_head_dim 128, qk_rope_head_dim 64, v_head_dim 128. s = 4096: the
+    # pre-training context (DeepSeek-V3 technical report, arXiv:2412.19437 §4.2).
+    "deepseek-v3": _llama(129280, 4096, 61, 7168, 128, 128, 18432)
+    | _moe(256, 8, shared_experts=1, expert_ffn=2048, dense_layers=3, mtp=1)
+    | {"mla": {"q_rank": 1536, "kv_rank": 512, "nope": 128, "rope": 64, "v": 128}},
 }
 # --8<-- [end:models]

@@ -5,26 +5,34 @@
     python -m snippets size --layers 32 --hidden 4096 --heads 32 --kv-heads 8 \\
         --ffn 14336 --vocab 128256 --arch llama --seq 8192 --tp 8
     python -m snippets size --params 7.5e9 --dp 64 --zero 2 --grad-bytes 2
+    python -m snippets size --preset mixtral-8x7b --seq 4096 --dp 8 --ep 8 --zero 1
     python -m snippets size --list
 
 A preset's dimensions can be overridden one by one (``--preset llama3-8b --layers
 16``). Impossible inputs (heads not divisible by tp, dp·tp·pp·cp ≠ --gpus, a global
-batch that micro-batch × dp does not divide, an unknown preset...) get one line and
-exit status 2.
+batch that micro-batch × dp does not divide, an unknown preset, --top-k above the
+experts, experts that --ep does not divide...) get one line and exit status 2.
+``--experts E --top-k K`` (and the other expert flags) make a model's feed-forward
+layers MoE; the conventions (what is active, EP folded inside DP) are in
+``snippets/sizing/params.py``.
 
 ``--json`` prints one object (numbers are plain floats or ints, bytes in bytes,
 seconds in seconds; the formulas are in the modules named):
 
     params                   int, every parameter once            (params)
-    params_per_gpu           the most loaded GPU's, TP × PP split (params)
+    params_active            int, what one token touches (= params if dense)
+    params_per_gpu           the most loaded GPU's, TP × PP (× EP) split (params)
+    expert_params_per_gpu    its routed experts' share (0 if dense)
+    all_to_all_bytes_per_moe_layer  one GPU, one micro-batch: dispatch and combine,
+                             forward and backward (traffic)
     memory_bytes             {weights, gradients, optimizer, activations, buffers,
                               total} on the most loaded GPU (memory, activations);
                               buffers = ZeRO-3's gathered layer
     memory_capacity_bytes    the GPU's HBM;  fits: total ≤ capacity (bool)
     flops_per_token          6N + 12LHQT (÷2 with --causal-halving): MFU's (flops)
     hardware_flops_per_token plus recompute: HFU's (flops)
-    comm_bytes_per_step      {dp, tp, pp, cp}: bytes one GPU sends a step (traffic)
-    comm_seconds_per_step    {dp, tp, pp, cp}: α-β seconds (traffic)
+    comm_bytes_per_step      {dp, tp, pp, cp, ep}: bytes one GPU sends a step
+    comm_seconds_per_step    {dp, tp, pp, cp, ep}: α-β seconds (traffic)
     compute_seconds_per_step hardware FLOPs ÷ (peak × efficiency) (throughput)
     bubble_factor            1 + (p - 1)/(v·m);  microbatches: m
     step_time_s, tokens_per_s, mfu, hfu                            (throughput)
@@ -49,6 +57,14 @@ from snippets.sizing.memory import PRECISIONS
 from snippets.sizing.size_table import presets_table, table
 
 SHAPE = ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab")
+MOE = {  # model keys of a mixture of experts, and their flags' help
+    "experts": "routed experts E a MoE layer (makes the model MoE)",
+    "top_k": "routed experts a token goes to",
+    "shared_experts": "experts every token goes to (0)",
+    "expert_ffn": "an expert's MLP width (--ffn)",
+    "moe_every": "every k-th layer is MoE (1)",
+    "dense_layers": "the first layers stay dense (0)",
+}
 
 
 def parser() -> OneLineParser:
@@ -60,6 +76,11 @@ def parser() -> OneLineParser:
     for name in SHAPE:
         p.add_argument(f"--{name.replace('_', '-')}", type=positive_int)
     p.add_argument("--arch", choices=("gpt", "llama"))
+    for name, help_ in MOE.items():
+        kind = nonnegative_int if name in ("shared_experts", "dense_layers") else None
+        p.add_argument(
+            f"--{name.replace('_', '-')}", type=kind or positive_int, help=help_
+        )
     p.add_argument("--params", type=positive_float, metavar="N", help="a bare count")
     for name, help_ in (
         ("seq", "tokens a sequence (default: the preset's context)"),
@@ -70,6 +91,7 @@ def parser() -> OneLineParser:
         ("pp", "pipeline stages"),
         ("vpp", "interleaved chunks a stage"),
         ("cp", "context-parallel ranks"),
+        ("ep", "expert-parallel ranks, folded inside dp"),
         ("gpus", "total GPUs (default dp·tp·pp·cp; must equal it)"),
         ("gpus-per-node", "GPUs joined by NVLink (8)"),
     ):
@@ -96,7 +118,7 @@ def resolve_model(opts: argparse.Namespace) -> dict:
     """The preset (if any) with each given dimension put over it."""
     given = {k: getattr(opts, k) for k in SHAPE if getattr(opts, k) is not None}
     if opts.params is not None:
-        if opts.preset or given:
+        if opts.preset or given or any(getattr(opts, k) is not None for k in MOE):
             raise UsageError("--params is a bare count: give it without a shape")
         return {"params": round(opts.params), "seq": opts.seq}
     if opts.preset is not None:
@@ -115,11 +137,16 @@ def resolve_model(opts: argparse.Namespace) -> dict:
         model |= {"kv_heads": given["heads"], "ffn": 4 * given["hidden"]}
     if opts.arch is not None:
         model["arch"] = opts.arch
-    return model | given
+    moe = {k: getattr(opts, k) for k in MOE if getattr(opts, k) is not None}
+    if moe and not model.get("experts") and "experts" not in moe:
+        raise UsageError("--top-k and the other expert flags need --experts")
+    if "experts" in moe and not model.get("experts") and "top_k" not in moe:
+        raise UsageError("--experts needs --top-k: how many experts a token visits")
+    return model | given | moe
 
 
 def setup(opts: argparse.Namespace) -> dict:
-    keys = ("seq", "micro_batch", "global_batch", "dp", "tp", "pp", "vpp", "cp")
+    keys = ("seq", "micro_batch", "global_batch", "dp", "tp", "pp", "vpp", "cp", "ep")
     keys += ("gpus", "gpus_per_node", "precision", "grad_bytes", "efficiency")
     found = {k: getattr(opts, k) for k in keys + ("overlap",)}
     found = {k: v for k, v in found.items() if v is not None}

@@ -22,13 +22,15 @@ def describe(inputs: dict) -> str:
         if "layers" in model
         else "a bare count"
     )
-    grid = "  ".join(f"{k}={inputs[k]}" for k in ("dp", "tp", "pp", "vpp", "cp"))
+    keys = ("dp", "tp", "pp", "vpp", "cp") + (("ep",) if inputs["ep"] > 1 else ())
+    grid = "  ".join(f"{k}={inputs[k]}" for k in keys)
     parts = [
         f"{name} on {inputs['gpus']} × {inputs.get('gpu_name', 'gpu')}",
         f"{grid}  ZeRO-{inputs['zero']}",
         f"s={inputs['seq']} b={inputs['micro_batch']} B={inputs['global_batch']}",
     ]
-    return ",  ".join(parts)
+    line = ",  ".join(parts)
+    return line if len(line) <= 88 else ",  ".join(parts[:2]) + "\n  " + parts[2]
 
 
 def table(r: dict) -> str:
@@ -45,6 +47,20 @@ def table(r: dict) -> str:
     lines.append(
         f"parameters: {r['params']:,} ({r['params_per_gpu']:,.0f} a TP×PP shard)"
     )
+    if r["expert_params_per_gpu"]:
+        m = i["model"]
+        lines.append(
+            f"  MoE, {m['experts']} experts, top-{m['top_k']}: "
+            f"{r['params_active']:,} active a token"
+        )
+        lines.append(
+            f"  {r['expert_params_per_gpu']:,.0f} of the shard are routed experts "
+            f"(E/ep = {m['experts'] // i['ep']} a layer)"
+        )
+        lines.append(
+            f"  all-to-all: {gb(r['all_to_all_bytes_per_moe_layer'])} a MoE layer "
+            "a micro-batch, fwd + bwd"
+        )
     lines.append("memory on the most loaded GPU:")
     keys = ("weights", "gradients", "optimizer", "activations", "buffers", "total")
     lines += _rows([(k, gb(mem[k])) for k in keys])
@@ -58,7 +74,7 @@ def table(r: dict) -> str:
     comm = [
         (k, f"{gb(r['comm_bytes_per_step'][k])} sent, "
             f"{r['comm_seconds_per_step'][k]:.4g} s")
-        for k in ("dp", "tp", "pp", "cp")
+        for k in ("dp", "tp", "pp", "cp", "ep")
     ]  # fmt: skip
     lines += _rows([("compute", f"{r['compute_seconds_per_step']:.4g} s")] + comm)
     lines.append(
@@ -79,7 +95,8 @@ def presets_table() -> str:
     for name, m in presets.MODELS.items():
         shape = f"L={m['layers']} h={m['hidden']} a={m['heads']} kv={m['kv_heads']}"
         rest = f"ffn={m['ffn']} V={m['vocab']} s={m['seq']}"
-        lines.append(f"  {name:<14} {m['arch']:<6} {shape} {rest}")
+        moe = f" E={m['experts']} k={m['top_k']}" if m.get("experts") else ""
+        lines.append(f"  {name:<14} {m['arch']:<6} {shape} {rest}{moe}")
     lines.append("GPUs (dense BF16, HBM, NVLink / PCIe / IB per direction):")
     for name, g in presets.GPUS.items():
         links = "/".join(f"{g[k] / 1e9:g}" for k in ("nvlink_bw", "pcie_bw", "ib_bw"))

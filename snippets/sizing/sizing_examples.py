@@ -8,7 +8,9 @@ this one process: the tiny GPT's parameters, a training step's FLOPs counted by
 ``FlopCounterMode``, the model states of mixed_precision's bf16 GPT with fp32 Adam
 masters, the tensors one layer saves for backward; each must equal the calculator's
 prediction plus the difference the row states. And Llama 3 8B beside torchtitan's
-measured memory (``benchmarks/llama3_h100_202412_torchtitan.md``, Table 1).
+measured memory (``benchmarks/llama3_h100_202412_torchtitan.md``, Table 1). Mixtures
+of experts: Mixtral 8x7B's and DeepSeek-V3's total and active parameters beside their
+published figures, and DeepSeek-V3's memory and all-to-all bytes as ep grows.
 
     python -m snippets run sizing_examples
 """
@@ -152,6 +154,50 @@ def torchtitan_8b() -> list[dict]:
     return [{"": k, "GB": round(v / 1e9, 1)} for k, v in parts.items()]
 
 
+# --8<-- [start:moe_examples]
+PUBLISHED = {  # billions: (total, active) as their authors print them
+    "mixtral-8x7b": (46.7, 12.9),  # Jiang et al. 2024 §2
+    "deepseek-v3": (671, 37),  # DeepSeek-V3 technical report, abstract
+}
+
+
+def moe_published() -> list[dict]:
+    """Total and active parameters beside the published figures; the test of each
+    preset (tests/sizing/test_params.py) says where the difference comes from."""
+    rows = []
+    for name, (total, active) in PUBLISHED.items():
+        c = params.moe_counts(presets.MODELS[name])
+        rows.append(
+            {"model": name, "total B": round(c["main"] / 1e9, 2),
+             "published total B": total, "active B": round(c["active"] / 1e9, 2),
+             "published active B": active,
+             "MTP module B": round((c["total"] - c["main"]) / 1e9, 2)}
+        )  # fmt: skip
+    return rows
+
+
+def moe_expert_parallel() -> list[dict]:
+    """DeepSeek-V3 on 64 H100s (dp = 64, ZeRO-1, s = 4096, b = 1) as ep grows."""
+    rows = []
+    for ep in (1, 8, 64):
+        r = estimate.estimate(
+            presets.MODELS["deepseek-v3"], presets.GPUS["h100-sxm"], dp=64, ep=ep,
+            zero=1,
+        )  # fmt: skip
+        rows.append(
+            {"ep": ep, "experts a GPU B": round(r["expert_params_per_gpu"] / 1e9, 1),
+             "memory a GPU GB": round(r["memory_bytes"]["total"] / 1e9, 1),
+             "all-to-all a MoE layer GB": round(
+                 r["all_to_all_bytes_per_moe_layer"] / 1e9, 3),
+             "EP GB a step": round(r["comm_bytes_per_step"]["ep"] / 1e9, 1),
+             "DP GB a step": round(r["comm_bytes_per_step"]["dp"] / 1e9, 1)}
+        )  # fmt: skip
+    return rows
+
+
+# --8<-- [end:moe_examples]
+
+
 def main() -> dict:
     seven = [
         sum(memory.model_states(7.5e9, 2, 2, 12, s, 64).values()) / 1e9
@@ -173,11 +219,18 @@ def main() -> dict:
         "causal": causal_halving(),
         "our_runs": our_runs(),
         "torchtitan": torchtitan_8b(),
+        "moe_published": moe_published(),
+        "moe_ep": moe_expert_parallel(),
     }
     for row in tables["zero_stages"]:
         print0(
             f"Llama 3 8B, 8 × H100, ZeRO-{row['ZeRO']}: {row['total GB']} GB a GPU, "
             f"MFU {row['MFU']}"
+        )
+    for row in tables["moe_published"]:
+        print0(
+            f"{row['model']}: {row['total B']}B total, {row['active B']}B active "
+            f"(published {row['published total B']}B, {row['published active B']}B)"
         )
     print0("tiny GPT, calculator + known difference = measured:")
     for row in tables["our_runs"]:

@@ -60,6 +60,7 @@ def widget_data() -> dict:
         "activation_bytes": memory.ACTIVATION_BYTES,
         "defaults": estimate.DEFAULTS,
         "shape": list(size_cli.SHAPE),
+        "moe": list(size_cli.MOE),
         "options": options(),
         "palette": PALETTE,
     }

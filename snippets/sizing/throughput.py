@@ -6,7 +6,7 @@ communication with an explicit overlap assumption.
 * Pipeline bubble: 1F1B idles (p - 1) micro-batch slots of m; with v interleaved
   chunks each slot is 1/v as long (Narayanan et al. 2021 §2.2): compute ×
   (1 + (p - 1)/(v·m)).
-* Communication: TP and PP are on the critical path (the next matmul needs their
+* Communication: TP, PP and EP are on the critical path (the next matmul needs their
   result). DP and CP can overlap compute: ``overlap`` is the fraction of their time
   hidden, never more than the compute time itself. 0 (the default) is the
   pessimistic bound, 1 the hope.
@@ -25,10 +25,11 @@ def bubble_factor(p: int, m: int, v: int = 1) -> float:
 
 
 def step_seconds(
-    compute: float, bubble: float, dp: float, tp: float, pp: float, cp: float, overlap
-) -> float:
+    compute: float, bubble: float, dp: float, tp: float, pp: float, cp: float, overlap,
+    ep: float = 0.0,
+) -> float:  # fmt: skip
     hidden = min(overlap * (dp + cp), compute)
-    return compute * bubble + tp + pp + dp + cp - hidden
+    return compute * bubble + tp + pp + ep + dp + cp - hidden
 
 
 def tokens_per_second(global_batch: int, s: int, step: float) -> float:

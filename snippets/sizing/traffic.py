@@ -24,6 +24,13 @@ reduce-scatter (n-1)α + (n-1)/n·B/bw, a send α + B/bw (the reduction's γ lef
 * CP: ring attention passes each GPU's K and V chunk (b·s/cp·h_kv/t each) cp-1 hops
   a layer forward; backward passes K, V and their gradients; full recompute adds a
   forward.
+* EP: every MoE layer a micro-batch, two all-to-alls forward (dispatch, combine) and
+  two backward (their gradients), two more in a full recompute. A GPU dispatches its
+  share of the tokens, b·s/(cp·t) (the TP ranks share the micro-batch's tokens out
+  among them: Megatron-LM's dispatcher with SP), k rows of h values each. Uniform
+  routing: (ep - 1)/ep of the k·b·s/(cp·t) rows go to other ranks, so an all-to-all's
+  bus factor is (n - 1)/n. Dropless: no rows dropped, none padded to a capacity. The
+  α-β time is the pairwise exchange's: (n - 1) steps, (n - 1)α + (n - 1)/n·B/bw.
 """
 
 from __future__ import annotations
@@ -48,7 +55,7 @@ def bus_factor(kind: str, n: int) -> float:
     """Bytes a rank sends ÷ buffer bytes (nccl-tests' busbw factor)."""
     if kind == "send":
         return 1.0
-    return (2 if kind == "all_reduce" else 1) * (n - 1) / n
+    return (2 if kind == "all_reduce" else 1) * (n - 1) / n  # all_to_all: (n-1)/n
 
 
 def call_seconds(kind: str, buffer: float, n: int, alpha: float, bw: float) -> float:
@@ -57,6 +64,8 @@ def call_seconds(kind: str, buffer: float, n: int, alpha: float, bw: float) -> f
         return 0.0
     if kind == "send":
         return alpha + buffer / bw
+    if kind == "all_to_all":  # n - 1 pairwise steps of buffer/n each
+        return (n - 1) * alpha + (n - 1) / n * buffer / bw
     return COSTS[kind](n).time(buffer, Machine(alpha=alpha, beta=1 / bw))
 
 
@@ -104,6 +113,14 @@ def cp_calls(b, s_loc, h_kv, e, layers, m, cp, t=1, recompute="none") -> list[Ca
         return []
     passes = 4 if recompute == "full" else 3  # K,V forward; K,V + dK,dV backward
     return [("send", 2 * b * s_loc * h_kv * e / t, passes * (cp - 1) * layers * m)]
+
+
+def ep_calls(b, s_loc, h, e, k, moe_layers, m, ep, t=1, recompute="none") -> list:
+    if ep == 1:
+        return []
+    passes = 3 if recompute == "full" else 2  # forward, backward, again forward
+    rows = k * b * s_loc / t  # token-expert assignments this GPU dispatches
+    return [("all_to_all", rows * h * e, 2 * passes * moe_layers * m)]
 
 
 # --8<-- [end:calls]

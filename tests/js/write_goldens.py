@@ -57,6 +57,17 @@ ODD_MODELS = [
     )
 ]
 
+# mixtures of experts no preset is: GELU experts with biases, shared experts, every
+# other layer MoE after a dense one, an MTP module; MLA without a q down-projection
+ODD_MOE = [
+    ODD_MODELS[0] | {"layers": 7, "experts": 6, "top_k": 2, "shared_experts": 1,
+                     "expert_ffn": 50, "moe_every": 2, "dense_layers": 1, "mtp": 1},
+    ODD_MODELS[1] | {"layers": 4, "experts": 5, "top_k": 5, "heads": 6, "kv_heads": 6,
+                     "mla": {"q_rank": 0, "kv_rank": 16, "nope": 8, "rope": 4,
+                             "v": 12}},
+    ODD_MODELS[2] | {"experts": 1, "top_k": 1},
+]  # fmt: skip
+
 
 def case(module: str, name: str, *args, **kw) -> dict:
     """One call of ``module.name``. The JS port takes Python's keyword arguments as
@@ -117,10 +128,45 @@ def model_cases(model: dict) -> list[dict]:
     return cases
 
 
+def moe_cases(model: dict) -> list[dict]:
+    """The MoE formulas on one model with experts, over TP, PP, VPP and EP."""
+    L, h, m = model["layers"], model["hidden"], params.moe_shape(model)
+    cases = [
+        case("params", "moe_shape", model),
+        case("params", "attention_width", model),
+        case("params", "mtp_params", h, 12345.0, 3),
+        case("activations", "mean_ffn", L, L // 2, model["ffn"], 3 * m["expert_ffn"]),
+    ]
+    if "mla" in model:
+        x = model["mla"]
+        shape = (x["q_rank"], x["kv_rank"], x["nope"], x["rope"], x["v"])
+        cases.append(case("params", "mla_params", h, model["heads"], *shape))
+    for i in range(0, L + 2, max(1, L // 9)):
+        cases.append(case("params", "is_moe_layer", i, m["experts"], m["dense"],
+                          m["every"]))  # fmt: skip
+    for t in (1, 2, 3):
+        cases.append(case("params", "moe_layer_parts", model, t))
+    for t, p, v, ep in itertools.product((1, 2), (1, 2, 3), (1, 2), (1, 2, 5)):
+        if L % (p * v) == 0 and m["experts"] % ep == 0:
+            cases.append(case("params", "moe_counts", model, t, p, v, ep))
+    for b, ep, t, recompute in itertools.product(
+        (1, 3), (1, 2, 8), (1, 2), ("none", "full")
+    ):
+        cases.append(case("traffic", "ep_calls", b, 129 / 3, h, 2, m["top_k"], L, 4,
+                          ep, t, recompute))  # fmt: skip
+    return cases
+
+
 def formula_cases() -> list[dict]:
     cases = []
     for model in [*presets.MODELS.values(), *ODD_MODELS]:
         cases += model_cases(model)
+    for model in [*presets.MODELS.values(), *ODD_MOE]:
+        if model.get("experts"):
+            cases += moe_cases(model)
+    for L, p, v in itertools.product((1, 4, 6, 12), (1, 2, 3), (1, 2)):
+        for j in range(p):
+            cases.append(case("params", "stage_layers", L, p, v, j))
     for m, p, v in itertools.product((1, 2, 3, 7, 16), (1, 2, 3, 4), (1, 2, 3)):
         cases += [
             case("activations", "in_flight", m, p, v),
@@ -140,7 +186,7 @@ def formula_cases() -> list[dict]:
     for total in (79e9, 80e9, 80e9 + 1):
         cases.append(case("memory", "fits", total, 80e9))
     cases.append(case("memory", "total_bytes", {"a": 1.5, "b": 2, "c": 1e9}))
-    kinds = ("all_reduce", "all_gather", "reduce_scatter", "send")
+    kinds = ("all_reduce", "all_gather", "reduce_scatter", "send", "all_to_all")
     for kind, n in itertools.product(kinds, (1, 2, 3, 8, 64)):
         cases += [
             case("traffic", "bus_factor", kind, n),
@@ -163,6 +209,9 @@ def formula_cases() -> list[dict]:
     for compute, overlap in itertools.product((0.5, 2.0, 1e-3), (0, 0.25, 1)):
         comm = (0.7, 0.2, 0.1, 0.4)  # dp, tp, pp, cp seconds
         cases.append(case("throughput", "step_seconds", compute, 1.5, *comm, overlap))
+        cases.append(
+            case("throughput", "step_seconds", compute, 1.5, *comm, overlap, 0.3)
+        )
     for g_batch, s, step in ((512, 2048, 3.5), (1, 1, 1), (3, 4097, 0.1)):
         cases.append(case("throughput", "tokens_per_second", g_batch, s, step))
     return cases
@@ -216,6 +265,20 @@ OTHERS = """
 --preset llama3-70b --tp 8 --pp 5 --dp 3 --cp 2 --sequence-parallel --recompute full \
  --zero 1 --global-batch 96
 --preset gpt3-175b --tp 8 --pp 8 --vpp 3 --dp 2 --global-batch 64 --gpus 128
+--preset mixtral-8x7b --seq 4096 --dp 8 --ep 8 --zero 1
+--preset mixtral-8x7b --seq 4096 --dp 16 --ep 4 --tp 2 --pp 4 --vpp 2 --zero 3 \
+ --global-batch 64 --sequence-parallel --recompute full
+--preset mixtral-8x7b --dp 6 --ep 2 --cp 2 --top-k 3 --shared-experts 1 \
+ --expert-ffn 4096 --tp 4 --sequence-parallel
+--preset deepseek-v3 --dp 64 --ep 64 --zero 1
+--preset deepseek-v3 --dp 32 --ep 32 --tp 2 --zero 3 --recompute selective \
+ --sequence-parallel --gpus-per-node 4
+--preset deepseek-v3 --layers 12 --pp 4 --vpp 3 --dp 8 --ep 8 --global-batch 32
+--preset llama3-8b --experts 16 --top-k 2 --moe-every 2 --dense-layers 1 --dp 4 \
+ --ep 4 --pp 2
+--layers 5 --hidden 96 --heads 3 --vocab 1001 --seq 77 --experts 6 --top-k 2 \
+ --expert-ffn 51 --shared-experts 2 --tp 3 --dp 3 --ep 3 --zero 2
+--preset deepseek-v3 --experts 8 --top-k 8 --dp 4 --ep 2 --precision fp32
 """  # custom shapes, odd sizes, bare counts, a preset's shape overridden
 REFUSED = """
 --preset llama3-8b --tp 3
@@ -245,6 +308,19 @@ REFUSED = """
 --layers 4 --hidden 64
 --layers 4 --hidden 100 --heads 3 --vocab 50 --seq 8
 --layers 4 --hidden 64 --heads 4 --kv-heads 3 --vocab 50 --seq 8
+--preset mixtral-8x7b --top-k 0
+--preset mixtral-8x7b --top-k 9
+--preset mixtral-8x7b --dp 3 --ep 3
+--preset mixtral-8x7b --dp 2 --ep 4
+--preset mixtral-8x7b --ep 0
+--preset llama3-8b --dp 2 --ep 2
+--preset llama3-8b --top-k 2
+--preset llama3-8b --experts 4
+--preset mixtral-8x7b --shared-experts 1 --expert-ffn 100 --tp 8
+--params 7e9 --seq 2048 --experts 8 --top-k 2
+--params 7e9 --seq 2048 --dp 2 --ep 2
+--preset mixtral-8x7b --moe-every 0
+--preset mixtral-8x7b --dense-layers -1
 """  # each impossible: argparse's refusals and estimate()'s
 
 

@@ -26,9 +26,10 @@ def test_parts_add_up_and_utilisation_is_palms() -> None:
         flops.utilization(r["flops_per_token"], r["tokens_per_s"], 16, 989e12)
     )
     assert r["microbatches"] == 4 and set(r["comm_bytes_per_step"]) == {
-        "dp", "tp", "pp", "cp"
+        "dp", "tp", "pp", "cp", "ep"
     }  # fmt: skip
-    assert all(v > 0 for v in r["comm_bytes_per_step"].values())
+    comm = r["comm_bytes_per_step"]
+    assert all(comm[k] > 0 for k in ("dp", "tp", "pp", "cp")) and comm["ep"] == 0
     # ZeRO over dp × cp = 4 ranks: the optimizer state is a quarter of the shard
     assert mem["optimizer"] == pytest.approx(r["params_per_gpu"] * 12 / 4)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch, reference_attention
@@ -96,3 +97,29 @@ def test_tiny_gpt_step_equals_flop_counter() -> None:
         p.numel() for n, p in model.named_parameters() if p.dim() == 1
     )  # biases and LayerNorm weights
     assert counter.get_total_flops() == ours - 6 * not_matmul * B * T
+
+
+def test_moe_flops_are_six_times_the_active_parameters() -> None:
+    # FlopCounterMode on moe.py's layer, T tokens forward and backward: it counts the
+    # router's and the k chosen experts' matmuls. The calculator's 6N with N the
+    # active parameters counts the experts' biases too: 6·T·k·(hidden + h) more.
+    from snippets.parallel.experts.moe import MoE
+
+    h, hidden, E, k, T = 12, 20, 6, 2, 9
+    parts = params.moe_layer_parts(
+        dict(arch="gpt", hidden=h, heads=3, kv_heads=3, ffn=hidden, bias=True,
+             experts=E, top_k=k)
+    )  # fmt: skip
+    moe = MoE(h, hidden, E, top_k=k).double()
+    x = torch.randn(T, h, dtype=torch.float64, requires_grad=True)
+    with FlopCounterMode(display=False) as counter:
+        moe(x).pow(2).sum().backward()
+    active = parts["active"] - parts["attn"]  # the MoE feed-forward's
+    biases = k * (hidden + h)
+    assert counter.get_total_flops() == 6 * T * (active - biases)
+    # and the estimate's 6N: Mixtral's active parameters, not its total
+    m = presets.MODELS["mixtral-8x7b"]
+    r = estimate.estimate(m, presets.GPUS["h100-sxm"], seq=4096)
+    attn = flops.attention_flops(m["layers"], m["hidden"], 4096)
+    n_flop = r["params_active"] - m["vocab"] * m["hidden"]  # the lookup left out
+    assert r["flops_per_token"] == 6 * n_flop + attn

@@ -32,7 +32,7 @@ def test_json_fields_equal_the_estimate(capsys) -> None:
     assert set(found["memory_bytes"]) >= {
         "weights", "gradients", "optimizer", "activations", "total"
     }  # fmt: skip
-    assert set(found["comm_bytes_per_step"]) == {"dp", "tp", "pp", "cp"}
+    assert set(found["comm_bytes_per_step"]) == {"dp", "tp", "pp", "cp", "ep"}
     direct = estimate.estimate(
         presets.MODELS["llama3-8b"], presets.GPUS["h100-sxm"], seq=4096,
         micro_batch=2, dp=4, tp=2, zero=3, recompute="selective",
@@ -78,6 +78,13 @@ def test_table_and_list_fit_88_columns(capsys) -> None:
         ("--params 1e9 --preset gpt2-124m --seq 8", "bare count"),
         ("--params 1e9", "give --seq"),
         ("--params 1e9 --seq 8 --tp 2", "no layer shapes"),
+        ("--preset mixtral-8x7b --top-k 0", "must be at least 1"),
+        ("--preset mixtral-8x7b --top-k 9", "must be 1 to 8 (the experts)"),
+        ("--preset mixtral-8x7b --dp 3 --ep 3", "not divisible by --ep 3"),
+        ("--preset mixtral-8x7b --dp 2 --ep 4", "folded inside data parallelism"),
+        ("--preset llama3-8b --dp 2 --ep 2", "needs a model with experts"),
+        ("--preset llama3-8b --top-k 2", "need --experts"),
+        ("--preset llama3-8b --experts 8", "needs --top-k"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(capsys, args: str, words: str) -> None:
@@ -96,3 +103,23 @@ def test_the_command_itself() -> None:
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["params"] == 28032
+
+
+def test_moe_fields(capsys) -> None:
+    # Mixtral on 8 GPUs, ep = 8: one expert of each layer a GPU (32 · 3 · 4096 ·
+    # 14336); all-to-all a MoE layer: 4 exchanges of k·s rows of h bf16 values, 7/8
+    # of them leave the GPU.
+    args = "--preset mixtral-8x7b --seq 4096 --dp 8 --ep 8 --zero 1".split()
+    found = size_json(capsys, *args)
+    assert found["expert_params_per_gpu"] == 32 * 3 * 4096 * 14336
+    assert found["all_to_all_bytes_per_moe_layer"] == 4 * 2 * 4096 * 4096 * 2 * 7 / 8
+    assert found["comm_bytes_per_step"]["ep"] == 32 * 4 * 2 * 4096 * 4096 * 2 * 7 / 8
+    assert found["params_active"] < found["params"]
+    dense = size_json(capsys, "--preset", "llama3-8b")
+    assert (
+        dense["params_active"] == dense["params"]
+        and dense["expert_params_per_gpu"] == 0
+    )
+    assert main(["size", *args]) == 0
+    out = capsys.readouterr().out
+    assert "active a token" in out and max(map(len, out.splitlines())) <= 88

@@ -51,3 +51,17 @@ def test_a_calculator_that_drifts_fails_the_self_check(monkeypatch, part) -> Non
     monkeypatch.setattr(module, part, lambda *a, **k: real(*a, **k) + 1)
     with pytest.raises(AssertionError):
         sizing_examples.our_runs()
+
+
+def test_moe_rows(tables: dict) -> None:
+    # DeepSeek-V3's routed experts, 58 MoE layers + the MTP module's, split 64 ways:
+    # 4 experts of 3 · 7168 · 2048 a layer a GPU; ep = 1 sends no all-to-all
+    rows = {r["ep"]: r for r in tables["moe_ep"]}
+    assert rows[64]["experts a GPU B"] == round(59 * 4 * 3 * 7168 * 2048 / 1e9, 1)
+    assert rows[1]["EP GB a step"] == 0 and rows[1]["all-to-all a MoE layer GB"] == 0
+    # 8 routed of b·s = 4096 tokens, 7168 bf16 values a row, 4 exchanges, 63/64 out
+    assert rows[64]["all-to-all a MoE layer GB"] == round(
+        4 * 8 * 4096 * 7168 * 2 * 63 / 64 / 1e9, 3
+    )
+    published = {r["model"]: r for r in tables["moe_published"]}
+    assert published["mixtral-8x7b"]["MTP module B"] == 0

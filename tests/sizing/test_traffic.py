@@ -1,7 +1,8 @@
 """Communication bytes and α-β seconds: nccl-tests' bus factors, the ZeRO paper's 2Ψ
 and 3Ψ, Korthikanti's four TP all-reduces a layer, hand-worked PP and CP volumes; and
 against our own runs, counted at the call in one 2-rank launch: the tensor-parallel
-and sequence-parallel tiny GPT, the pipeline executor, context parallel's ring."""
+and sequence-parallel tiny GPT, the pipeline executor, context parallel's ring; and
+in a 3-rank launch, expert_parallel's all-to-all rows."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from snippets.core.runtime import launch
 from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
 from snippets.parallel.context import context_parallel
 from snippets.parallel.context.context_parallel_gpt import RingLog
+from snippets.parallel.experts.expert_parallel import ExpertParallelMoE
+from snippets.parallel.experts.moe import MoE
 from snippets.parallel.pipeline.pipeline_executor import execute
 from snippets.parallel.sharded import mixed_precision
 from snippets.parallel.tensor import sequence_parallel_memory as sp_memory
@@ -257,3 +260,46 @@ def test_cp_bytes_equal_the_ring_log(runs) -> None:
         assert layer0["backward"]["bytes"] == 2 * (cp - 1) * kv + kv
         total = layer0["forward"]["bytes"] + layer0["backward"]["bytes"]
         assert total == traffic.sent_bytes(calls, cp) + kv
+
+
+# --- expert parallelism: expert_parallel's own counter -------------------------------
+EP_D, EP_E, EP_K, EP_T = 12, 6, 2, 12  # width, experts, top-k, tokens a rank
+
+
+def uniform_tokens(rank: int) -> torch.Tensor:
+    """Tokens whose top-2 experts are j mod E, then j + 1 mod E: over 12 tokens every
+    expert gets k·T/E = 4 assignments from each rank, the uniform routing the
+    calculator assumes (the router below reads the first E features)."""
+    g = torch.Generator().manual_seed(rank)
+    x = torch.randn(EP_T, EP_D, generator=g, dtype=torch.float64) * 0.01
+    for j in range(EP_T):
+        x[j, j % EP_E] += 2.0
+        x[j, (j + 1) % EP_E] += 1.0
+    return x
+
+
+def ep_rows() -> dict:
+    """One forward and backward of ExpertParallelMoE: the rows this rank sent."""
+    dense = MoE(EP_D, 16, EP_E, top_k=EP_K, seed=1).double()
+    with torch.no_grad():
+        dense.router.weight.zero_()
+        dense.router.weight[:, :EP_E] = 10 * torch.eye(EP_E, dtype=torch.float64)
+    ep = ExpertParallelMoE.from_dense(dense)
+    x = uniform_tokens(dist.get_rank()).requires_grad_()
+    ep(x).pow(2).sum().backward()
+    return dict(ep.comm)
+
+
+def test_ep_bytes_equal_expert_parallel_counter() -> None:
+    # expert_parallel's comm counts the rows each rank sends to other ranks: forward
+    # its dispatch out and its combine out, backward the same exchanges reversed. The
+    # calculator: 4 all-to-alls a MoE layer of k·T rows of h values, (ep-1)/ep of them
+    # to other ranks. With routing exactly uniform the two agree row for row.
+    ep = 3
+    counts = launch(ep_rows, ep, "gloo", timeout_s=120)
+    calls = traffic.ep_calls(1, EP_T, EP_D, E, EP_K, 1, 1, ep)
+    predicted = traffic.sent_bytes(calls, ep)
+    for rank_rows in counts:
+        assert rank_rows["forward"] == rank_rows["backward"] == 32  # 2·k·T·(2/3)
+        rows = rank_rows["forward"] + rank_rows["backward"]
+        assert rows * EP_D * E == predicted

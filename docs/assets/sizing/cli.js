@@ -109,8 +109,10 @@
   function resolve_model(data, opts) {
     const given = {};
     for (const k of data.shape) if (opts[k] !== null) given[k] = opts[k];
+    const moe = {};
+    for (const k of data.moe) if (opts[k] !== null) moe[k] = opts[k];
     if (opts.params !== null) {
-      if (opts.preset || Object.keys(given).length) {
+      if (opts.preset || Object.keys(given).length || Object.keys(moe).length) {
         throw new F.UsageError("--params is a bare count: give it without a shape");
       }
       return { params: F.py_round(opts.params), seq: opts.seq };
@@ -137,12 +139,20 @@
       Object.assign(model, { kv_heads: given.heads, ffn: 4 * given.hidden });
     }
     if (opts.arch !== null) model.arch = opts.arch;
-    return Object.assign(model, given);
+    if (Object.keys(moe).length && !model.experts && !("experts" in moe)) {
+      throw new F.UsageError("--top-k and the other expert flags need --experts");
+    }
+    if ("experts" in moe && !model.experts && !("top_k" in moe)) {
+      throw new F.UsageError(
+        "--experts needs --top-k: how many experts a token visits");
+    }
+    return Object.assign(model, given, moe);
   }
 
   function setup(opts) {
     const keys = ["seq", "micro_batch", "global_batch", "dp", "tp", "pp", "vpp", "cp",
-      "gpus", "gpus_per_node", "precision", "grad_bytes", "efficiency", "overlap"];
+      "ep", "gpus", "gpus_per_node", "precision", "grad_bytes", "efficiency",
+      "overlap"];
     const found = {};
     for (const k of keys) if (opts[k] !== null) found[k] = opts[k];
     return Object.assign(found, {

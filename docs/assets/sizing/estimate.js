@@ -13,7 +13,7 @@
 
   function check(model, c) {
     for (const key of ["seq", "micro_batch", "global_batch", "dp", "tp", "pp", "vpp",
-      "cp"]) {
+      "cp", "ep"]) {
       _check(c[key] >= 1, `--${key.replaceAll("_", "-")} must be at least 1`);
     }
     _check([0, 1, 2, 3].includes(c.zero), `--zero must be 0-3, got ${c.zero}`);
@@ -26,11 +26,14 @@
     _check(c.global_batch % per_step === 0,
       `--global-batch ${c.global_batch} is not a multiple of ` +
       `micro-batch × dp = ${per_step}`);
+    const E = model.experts ?? 0, ep = c.ep;
+    _check(ep === 1 || E > 0, `--ep ${ep} needs a model with experts (--experts)`);
     if (!("layers" in model)) {
       _check(tp === 1 && pp === 1 && cp === 1,
         "--params has no layer shapes: tp, pp, cp need 1");
       return;
     }
+    if (E > 0) check_moe(model, c);
     const [L, h, a, kv] = ["layers", "hidden", "heads", "kv_heads"].map(
       (k) => model[k]);
     for (const key of ["layers", "hidden", "heads", "kv_heads", "ffn", "vocab"]) {
@@ -49,6 +52,35 @@
     if (c.sequence_parallel) {
       _check(Math.floor(c.seq / cp) % tp === 0, "with SP, seq/cp must divide by --tp");
     }
+  }
+
+  function check_moe(model, c) {
+    const m = params.moe_shape(model), ep = c.ep, dp = c.dp, tp = c.tp;
+    const E = m.experts, k = m.top_k;
+    _check(1 <= k && k <= E, `--top-k ${k} must be 1 to ${E} (the experts)`);
+    _check(E % ep === 0, `--experts ${E} is not divisible by --ep ${ep}`);
+    _check(dp % ep === 0, `--ep ${ep} does not divide --dp ${dp}: expert ` +
+      "parallelism is folded inside data parallelism");
+    _check(m.every >= 1, "--moe-every must be at least 1");
+    _check(m.dense >= 0, "--dense-layers must be at least 0");
+    _check(m.shared === 0 || m.expert_ffn % tp === 0,
+      `--expert-ffn ${m.expert_ffn} is not divisible by --tp ${tp}`);
+  }
+
+  function moe_parts(model, c, e) {
+    const [tp, pp, v, ep, s] = ["tp", "pp", "vpp", "ep", "seq"].map((k) => c[k]);
+    const counts = params.moe_counts(model, tp, pp, v, ep);
+    const m = params.moe_shape(model);
+    const width = (m.top_k + m.shared) * m.expert_ffn;
+    const ffn = activations.mean_ffn(model.layers, counts.moe_layers, model.ffn, width);
+    const micro = Math.floor(c.global_batch / (c.micro_batch * c.dp));
+    const calls = traffic.ep_calls(c.micro_batch, s / c.cp, model.hidden, e, m.top_k,
+      counts.stage_moe, micro, ep, tp, c.recompute);
+    const b = c.micro_batch, h = model.hidden, k = m.top_k;
+    const one = traffic.ep_calls(b, s / c.cp, h, e, k, 1, 1, ep, tp);
+    const per_layer = traffic.sent_bytes(one, ep);
+    return Object.assign(counts, { ffn: ffn, ep_calls: calls,
+      a2a_per_layer: per_layer });
   }
 
   function _dims(model) {
@@ -73,43 +105,69 @@
     const k = memory.optimizer_bytes(data, c.precision, c.optimizer);
     const sp = c.sequence_parallel && tp > 1;
     const s_loc = s / cp;
-    let N, P, L, h, h_kv, layer_full, layer_tp, act, attn, extra, N_flop;
+    let N, N_active, P, L, h, h_kv, h_q, layer_full, layer_tp, act, attn, extra,
+      N_flop;
+    let moe = null;
     if ("layers" in model) {
       let V, s_pos, a, kv, ffn, tied, bias, arch;
       [arch, V, s_pos, L, h, a, kv, ffn, tied, bias] = _dims(model);
-      N = params.total_params(arch, V, s_pos, L, h, a, kv, ffn, tied, bias);
-      P = params.params_per_gpu(arch, V, s_pos, L, h, a, kv, ffn, tied, bias, tp, pp);
-      layer_full = params.layer_params(arch, h, a, kv, ffn, bias);
-      layer_tp = params.layer_params(arch, h, a, kv, ffn, bias, tp);
+      h_kv = kv * Math.floor(h / a);
+      h_q = h;
+      if ((model.experts ?? 0) > 0) {
+        moe = moe_parts(model, c, e);
+        N = moe.total; N_active = moe.active; P = moe.per_gpu;
+        layer_full = moe.layer_active; layer_tp = moe.layer_tp; ffn = moe.ffn;
+        N_flop = moe.flop; h_q = moe.h_q;
+      } else {
+        N = params.total_params(arch, V, s_pos, L, h, a, kv, ffn, tied, bias);
+        P = params.params_per_gpu(arch, V, s_pos, L, h, a, kv, ffn, tied, bias, tp,
+          pp);
+        layer_full = params.layer_params(arch, h, a, kv, ffn, bias);
+        layer_tp = params.layer_params(arch, h, a, kv, ffn, bias, tp);
+        N_flop = params.flop_params(arch, V, s_pos, h, tied, N);
+        N_active = N;
+      }
       act = activations.activation_bytes(arch, s, b, L, h, a, kv, ffn, V, e, tp, sp, pp,
         v, m, cp, { recompute: recompute, flash: c.flash });
-      N_flop = params.flop_params(arch, V, s_pos, h, tied, N);
-      attn = flops.attention_flops(L, h, s, c.causal_halving);
-      extra = flops.recompute_flops(recompute, layer_full, L, h, s, c.causal_halving);
-      h_kv = kv * Math.floor(h / a);
+      attn = flops.attention_flops(L, h_q, s, c.causal_halving);
+      extra = flops.recompute_flops(recompute, layer_full, L, h_q, s, c.causal_halving);
     } else { // a bare parameter count: model states and 6N only
-      N = P = model.params;
+      N = N_active = P = model.params;
       L = h = h_kv = layer_full = layer_tp = act = attn = extra = 0;
       N_flop = N;
     }
-    const states = memory.model_states(P, w, g, k, zero, dp * cp);
-    const mem = Object.assign(states, {
-      activations: act,
-      buffers: memory.zero3_buffer(layer_tp, w, zero, dp * cp),
-    });
+    let states = memory.model_states(P, w, g, k, zero, dp * cp);
+    let buffers = memory.zero3_buffer(layer_tp, w, zero, dp * cp);
+    let P_exp = 0;
+    const edp = Math.floor(dp * cp / c.ep);
+    if (moe !== null) {
+      P_exp = moe.experts_per_gpu;
+      const held = memory.model_states(P_exp, w, g, k, zero, edp);
+      states = Object.fromEntries(Object.keys(states).map(
+        (key) => [key, states[key] + held[key]]));
+      buffers += memory.zero3_buffer(moe.layer_experts, w, zero, edp);
+    }
+    const mem = Object.assign(states, { activations: act, buffers: buffers });
     mem.total = memory.total_bytes(mem);
     const per_token = 6 * N_flop + attn;
     const hw_per_token = per_token + extra;
     const tokens = c.global_batch * s;
     const layers_here = L / pp;
+    let tp_layers = layers_here;
+    if (moe !== null) {
+      const shared = params.moe_shape(model).shared;
+      tp_layers = moe.stage_dense + moe.stage_moe * (shared ? 1 : 0.5);
+    }
     const calls = {
       dp: traffic.dp_calls(P, w, g, zero, m),
-      tp: traffic.tp_calls(b, s_loc, h, e, layers_here, m, sp, recompute),
+      tp: traffic.tp_calls(b, s_loc, h, e, tp_layers, m, sp, recompute),
       pp: traffic.pp_calls(b, s_loc, h, e, m, pp, v, tp, sp),
       cp: traffic.cp_calls(b, s_loc, h_kv, e, layers_here, m, cp, tp, recompute),
+      ep: moe !== null ? moe.ep_calls : [],
     };
-    const sizes = { dp: dp * cp, tp: tp, pp: pp, cp: cp };
-    const spans = { dp: tp * cp * dp, tp: tp, pp: c.gpus, cp: tp * cp };
+    const sizes = { dp: dp * cp, tp: tp, pp: pp, cp: cp, ep: c.ep };
+    const spans = { dp: tp * cp * dp, tp: tp, pp: c.gpus, cp: tp * cp,
+      ep: tp * cp * c.ep };
     const intra = c.intra_link === "nvlink" ? gpu.nvlink_bw : gpu.pcie_bw;
     const comm_bytes = {}, comm_s = {};
     for (const [name, found] of Object.entries(calls)) {
@@ -117,16 +175,24 @@
         gpu);
       comm_bytes[name] = traffic.sent_bytes(found, sizes[name]);
       comm_s[name] = traffic.seconds(found, sizes[name], alpha, bw);
+      if (name === "dp" && P_exp > 0) {
+        const experts = traffic.dp_calls(P_exp, w, g, zero, m);
+        comm_bytes[name] += traffic.sent_bytes(experts, edp);
+        comm_s[name] += traffic.seconds(experts, edp, alpha, bw);
+      }
     }
     const compute = throughput.compute_seconds(hw_per_token * tokens / c.gpus,
       gpu.peak_flops, c.efficiency);
     const bubble = throughput.bubble_factor(pp, m, v);
     const step = throughput.step_seconds(compute, bubble, comm_s.dp, comm_s.tp,
-      comm_s.pp, comm_s.cp, c.overlap);
+      comm_s.pp, comm_s.cp, c.overlap, comm_s.ep);
     const tps = throughput.tokens_per_second(c.global_batch, s, step);
     return {
       params: N,
-      params_per_gpu: P,
+      params_active: N_active,
+      params_per_gpu: P + P_exp,
+      expert_params_per_gpu: P_exp,
+      all_to_all_bytes_per_moe_layer: moe !== null ? moe.a2a_per_layer : 0.0,
       memory_bytes: mem,
       memory_capacity_bytes: gpu.hbm_bytes,
       fits: memory.fits(mem.total, gpu.hbm_bytes),

@@ -80,6 +80,115 @@
     flop_params(arch, V, s, h, tied, total) {
       return total - (tied ? 0 : V * h) - (arch === "gpt" ? s * h : 0);
     },
+    mla_params(h, a, q_rank, kv_rank, nope, rope, v) {
+      const q_down = q_rank ? h * q_rank + q_rank : 0;
+      const q_up = (q_rank || h) * a * (nope + rope);
+      const kv_down = h * (kv_rank + rope) + kv_rank;
+      return [q_up + kv_rank * a * (nope + v) + a * v * h, q_down + kv_down];
+    },
+    moe_shape(model) {
+      return {
+        experts: model.experts ?? 0,
+        top_k: model.top_k ?? 0,
+        shared: model.shared_experts ?? 0,
+        expert_ffn: model.expert_ffn || model.ffn,
+        every: model.moe_every ?? 1,
+        dense: model.dense_layers ?? 0,
+        mtp: model.mtp ?? 0,
+      };
+    },
+    is_moe_layer(i, E, dense, every) { return E > 0 && i >= dense && i % every === 0; },
+    stage_layers(L, p, v, j) {
+      const chunk = Math.floor(L / (p * v)), found = [];
+      for (let q = j; q < p * v; q += p) {
+        for (let i = 0; i < chunk; i++) found.push(q * chunk + i);
+      }
+      return found;
+    },
+    moe_layer_parts(model, t = 1) {
+      const { arch, hidden: h, heads: a, kv_heads: kv, ffn, bias } = model;
+      const m = params.moe_shape(model);
+      let attn_split, attn_rep;
+      if ("mla" in model) {
+        const x = model.mla;
+        [attn_split, attn_rep] = params.mla_params(h, a, x.q_rank, x.kv_rank, x.nope,
+          x.rope, x.v);
+      } else {
+        [attn_split, attn_rep] = params.attention_params(h, a, kv, bias);
+      }
+      const attn = attn_split / t + attn_rep + 2 * params.norm_params(arch, h, bias);
+      const [mlp_split, mlp_rep] = params.mlp_params(arch, h, ffn, bias);
+      const [one_split, one_rep] = params.mlp_params(arch, h, m.expert_ffn, bias);
+      const one = one_split + one_rep;
+      const router = h * m.experts;
+      return {
+        attn: attn,
+        mlp: mlp_split / t + mlp_rep,
+        moe: m.shared * (one_split / t + one_rep) + router,
+        experts: m.experts * one,
+        active: attn + (m.top_k + m.shared) * one + router,
+      };
+    },
+    mtp_params(h, layer, t = 1) { return 2 * h * h / t + 3 * h + layer; },
+    moe_counts(model, t = 1, p = 1, v = 1, ep = 1) {
+      const { arch, vocab: V, seq: s, layers: L, hidden: h, tied, bias } = model;
+      const m = params.moe_shape(model);
+      const E = m.experts, dense = m.dense, every = m.every;
+      const full = params.moe_layer_parts(model);
+      const mine = params.moe_layer_parts(model, t);
+      const count = (layers) => sum(layers.map(
+        (i) => (params.is_moe_layer(i, E, dense, every) ? 1 : 0)));
+      const moe_n = count([...Array(L).keys()]);
+      const mtp_moe = params.is_moe_layer(L, E, dense, every);
+      const mtp_layer = full.attn + (mtp_moe ? full.moe + full.experts : full.mlp);
+      const mtp = m.mtp * params.mtp_params(h, mtp_layer);
+      let ends = params.embedding_params(arch, V, s, h) + params.norm_params(arch, h,
+        bias);
+      ends += params.head_params(V, h, tied);
+      const dense_part = (L - moe_n) * (full.attn + full.mlp);
+      const main = ends + dense_part + moe_n * (full.attn + full.moe + full.experts);
+      const active = ends + dense_part + moe_n * full.active;
+      const mtp_active = mtp_moe ? full.active : full.attn + full.mlp;
+      const mtp_flop = m.mtp * (params.mtp_params(h, mtp_active) + V * h);
+      let best = null;
+      for (let j = 0; j < p; j++) {
+        const layers = params.stage_layers(L, p, v, j);
+        const n_moe = count(layers);
+        const n_dense = layers.length - n_moe;
+        let own = n_dense * (mine.attn + mine.mlp) + n_moe * (mine.attn + mine.moe);
+        let experts = n_moe * mine.experts / ep;
+        if (j === 0) own += params.embedding_params(arch, V, s, h, t);
+        if (j === p - 1) {
+          own += params.norm_params(arch, h, bias) + (!tied || p > 1 ? V * h / t : 0);
+          const mtp_own = mine.attn + (mtp_moe ? mine.moe : mine.mlp);
+          own += m.mtp * params.mtp_params(h, mtp_own, t);
+          experts += m.mtp * mtp_moe * mine.experts / ep;
+        }
+        if (best === null || own + experts > best[0] + best[1]) {
+          best = [own, experts, n_dense, n_moe];
+        }
+      }
+      return {
+        total: py_round(main + mtp),
+        main: py_round(main),
+        active: py_round(active),
+        flop: params.flop_params(arch, V, s, h, tied, py_round(active)) + mtp_flop,
+        per_gpu: best[0],
+        experts_per_gpu: best[1],
+        stage_dense: best[2],
+        stage_moe: best[3],
+        moe_layers: moe_n,
+        layer_active: (dense_part + moe_n * full.active) / L,
+        layer_tp: mine.attn + Math.max(mine.mlp, mine.moe),
+        layer_experts: mine.experts / ep,
+        h_q: params.attention_width(model),
+      };
+    },
+    attention_width(model) {
+      if (!("mla" in model)) return model.hidden;
+      const x = model.mla;
+      return model.heads * (x.nope + x.rope + x.v) / 2;
+    },
   };
 
   // snippets/sizing/memory.py (the tables are data: data.precisions, ...)
@@ -141,6 +250,9 @@
       }
       return total;
     },
+    mean_ffn(L, moe_layers, ffn, active_ffn) {
+      return ((L - moe_layers) * ffn + moe_layers * active_ffn) / L;
+    },
   };
 
   // snippets/sizing/flops.py
@@ -170,6 +282,7 @@
     call_seconds(kind, buffer, n, alpha, bw) {
       if (n === 1) return 0.0;
       if (kind === "send") return alpha + buffer / bw;
+      if (kind === "all_to_all") return (n - 1) * alpha + (n - 1) / n * buffer / bw;
       return COSTS[kind](n).time(buffer, Machine(alpha, 1 / bw));
     },
     sent_bytes(calls, n) {
@@ -207,6 +320,12 @@
       const passes = recompute === "full" ? 4 : 3;
       return [["send", 2 * b * s_loc * h_kv * e / t, passes * (cp - 1) * layers * m]];
     },
+    ep_calls(b, s_loc, h, e, k, moe_layers, m, ep, t = 1, recompute = "none") {
+      if (ep === 1) return [];
+      const passes = recompute === "full" ? 3 : 2;
+      const rows = k * b * s_loc / t;
+      return [["all_to_all", rows * h * e, 2 * passes * moe_layers * m]];
+    },
     link(span, gpus_per_node, bw_intra, bw_inter, alphas) {
       if (span <= gpus_per_node) return [alphas.alpha_intra, bw_intra];
       return [alphas.alpha_inter, bw_inter];
@@ -217,9 +336,9 @@
   const throughput = {
     compute_seconds(flops_, peak, efficiency) { return flops_ / (peak * efficiency); },
     bubble_factor(p, m, v = 1) { return 1 + (p - 1) / (v * m); },
-    step_seconds(compute, bubble, dp, tp, pp, cp, overlap) {
+    step_seconds(compute, bubble, dp, tp, pp, cp, overlap, ep = 0.0) {
       const hidden = Math.min(overlap * (dp + cp), compute);
-      return compute * bubble + tp + pp + dp + cp - hidden;
+      return compute * bubble + tp + pp + ep + dp + cp - hidden;
     },
     tokens_per_second(global_batch, s, step) { return global_batch * s / step; },
   };

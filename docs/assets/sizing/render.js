@@ -69,6 +69,12 @@
     };
     fig("params", "parameters", r.params,
       `${count(r.params)} (${count(r.params_per_gpu)} a GPU)`);
+    if (r.expert_params_per_gpu > 0) {
+      fig("params_active", "active a token", r.params_active,
+        `${count(r.params_active)} (experts ${count(r.expert_params_per_gpu)} a GPU)`);
+      fig("all_to_all_bytes_per_moe_layer", "all-to-all a MoE layer",
+        r.all_to_all_bytes_per_moe_layer, GB(r.all_to_all_bytes_per_moe_layer));
+    }
     const verdict = fig("fits", "memory a GPU", mem.total,
       `${GB(mem.total)} of ${GB(cap)} `);
     el("strong", { class: r.fits ? "cp-sizing__fits" : "cp-sizing__nofit" }, verdict,
@@ -91,7 +97,7 @@
   }
 
   function timeBar(box, r, P) {
-    // step = compute·bubble + tp + pp + dp + cp - hidden (snippets/sizing/throughput)
+    // step = compute·bubble + tp + pp + ep + dp + cp - hidden (sizing/throughput.py)
     const cs = r.comm_seconds_per_step, compute = r.compute_seconds_per_step;
     const overlapped = cs.dp + cs.cp;
     const hidden = Math.min(r.inputs.overlap * overlapped, compute);
@@ -101,6 +107,7 @@
       ["pipeline bubble", compute * (r.bubble_factor - 1), P[8]],
       ["TP", cs.tp, P[3]],
       ["PP", cs.pp, P[5]],
+      ["EP", cs.ep, P[6]],
       ["DP", cs.dp * exposed, P[1]],
       ["CP", cs.cp * exposed, P[2]],
     ].filter(([, v]) => v > 0).map(([k, v, colour]) => [k, v, secs(v), colour]);
@@ -114,7 +121,7 @@
     const head = el("tr", {}, el("thead", {}, table));
     for (const t of ["", "bytes", "seconds"]) el("th", { scope: "col" }, head, t);
     const body = el("tbody", {}, table);
-    for (const k of ["dp", "tp", "pp", "cp"]) {
+    for (const k of ["dp", "tp", "pp", "cp", "ep"]) {
       const bytes = r.comm_bytes_per_step[k], s = r.comm_seconds_per_step[k];
       const row = el("tr", { "data-key": k }, body);
       el("th", { scope: "row" }, row, k.toUpperCase());

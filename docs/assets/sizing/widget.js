@@ -20,6 +20,8 @@
       "--ffn", "--vocab", "--params", "--seq"]],
     ["Batch and parallelism", ["--micro-batch", "--global-batch", "--dp", "--tp",
       "--pp", "--vpp", "--cp", "--zero", "--sequence-parallel"]],
+    ["Mixture of experts", ["--experts", "--top-k", "--shared-experts",
+      "--expert-ffn", "--moe-every", "--dense-layers", "--ep"]],
     ["Memory and FLOPs", ["--recompute", "--no-flash", "--precision", "--grad-bytes",
       "--optimizer", "--causal-halving"]],
     ["Hardware", ["--gpu", "--gpus", "--gpus-per-node", "--intra-link",
@@ -31,7 +33,10 @@
     "--gpus-per-node": "GPUs a node", "--gpu": "GPU", "--gpus": "GPUs",
     "--sequence-parallel": "sequence parallel", "--grad-bytes": "gradient bytes",
     "--intra-link": "link in a node", "--causal-halving": "causal ÷2 (Megatron)",
-    "--params": "parameters",
+    "--params": "parameters", "--experts": "experts E", "--top-k": "top-k",
+    "--shared-experts": "shared experts", "--expert-ffn": "expert ffn",
+    "--moe-every": "MoE every k-th layer", "--dense-layers": "first dense layers",
+    "--ep": "ep (inside dp)",
   };
   const SLIDERS = { "--efficiency": [0.05, 1, 0.05], "--overlap": [0, 1, 0.05] };
   const HINTS = { kv_heads: "= heads", ffn: "4 × hidden" }; // a custom shape's
@@ -39,6 +44,7 @@
   const key = (flag) => flag.slice(2).replaceAll("-", "_");
   const shapeFlags = ["--arch"].concat(data.shape.map(
     (k) => `--${k.replaceAll("_", "-")}`));
+  const moeFlags = data.moe.map((k) => `--${k.replaceAll("_", "-")}`);
   const controls = {};
   let uid = 0;
 
@@ -138,7 +144,8 @@
       } else if (o.switch) {
         if (c.checked) found.push(o.flag);
       } else if (o.flag === "--params" ? m === "params"
-        : !shapeFlags.includes(o.flag) || m !== "params") {
+        : !shapeFlags.includes(o.flag) && !moeFlags.includes(o.flag)
+          || m !== "params") {
         if (c.value !== "" && c.value !== shown(o)) found.push(o.flag, c.value);
       }
     }
@@ -186,6 +193,12 @@
       controls[flag].field.hidden = m === "params";
     }
     controls["--params"].field.hidden = m !== "params";
+    for (const flag of moeFlags) { // a preset's own, or the model is dense
+      const own = preset ? preset[key(flag)] : undefined;
+      controls[flag].placeholder = own !== undefined ? String(own)
+        : flag === "--experts" ? "dense" : "";
+      controls[flag].field.hidden = m === "params";
+    }
     controls["--seq"].placeholder = preset ? String(preset.seq) : "required";
     controls["--global-batch"].placeholder = c ? String(c.global_batch) : "b × dp";
     controls["--gpus"].placeholder = c ? String(c.gpus) : "dp·tp·pp·cp";

@@ -52,7 +52,7 @@ TEST_JOBS ?= 2
 
 test: install lint
 	$(BIN)/python -m snippets run-all
-	$(BIN)/python tests/js/write_goldens.py
+	PYTHONPATH=$(CURDIR) $(BIN)/python tests/js/write_goldens.py
 	node --test tests/js/
 	$(BIN)/python -m pytest --codeblocks -n $(TEST_JOBS) --dist loadfile
 

@@ -1,8 +1,14 @@
-"""The search index carries math as plain text, not TeX.
+"""The search index carries math as plain text, not TeX, code by its names, and no
+run's printout.
 
 lunr indexes a page's source, and a reader searches for what the page shows:
 ``\\frac{a}{b}`` becomes ``(a)/(b)``, ``\\alpha`` becomes α, ``(p-1) n`` stays. Notebook
-pages write their math between dollars.
+pages write their math between dollars. A run's output block (titled with its
+command, ``$ python -m snippets run …``) keeps its command in the index and drops its
+printout: numbers that change with every run, which a reader does not search for. A
+code block keeps the names it defines (its ``def`` and ``class`` lines), so a search
+for ``ring_allreduce`` still finds the note that shows it; its bodies stay out. Every
+page loads the index, so what it holds is what every reader downloads.
 """
 
 from __future__ import annotations
@@ -49,6 +55,21 @@ def plain_math(text: str, dollars: bool = False) -> str:
     return DOLLARS.sub(say, text) if dollars else text
 
 
+RUN_OUTPUT = re.compile(
+    r"(\$ (?:python|torchrun)[^<]*)<pre><code>.*?</code></pre>", re.S
+)  # a run's output block: its title (the command), then the printout
+
+
+CODE = re.compile(r"<pre><code>(.*?)</code></pre>", re.S)
+DEFINES = re.compile(r"^\s*(?:async\s+)?(?:def|class)\s+\w+", re.M)
+
+
+def without_run_output(text: str) -> str:
+    """Drop a run's printout; shrink each code block to the names it defines."""
+    text = RUN_OUTPUT.sub(r"\1", text)
+    return CODE.sub(lambda m: " ".join(DEFINES.findall(m.group(1))), text)
+
+
 def on_post_build(config):
     index = Path(config.site_dir) / "search" / "search_index.json"
     if not index.is_file():
@@ -56,6 +77,6 @@ def on_post_build(config):
     data = json.loads(index.read_text(encoding="utf-8"))
     for doc in data["docs"]:
         dollars = doc["location"].startswith("notebooks/")
-        doc["text"] = plain_math(doc["text"], dollars)
+        doc["text"] = plain_math(without_run_output(doc["text"]), dollars)
         doc["title"] = plain_math(doc["title"], dollars)
     index.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")

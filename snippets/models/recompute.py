@@ -46,6 +46,7 @@ Three checks, each against something that does not share the code under test:
 from __future__ import annotations
 
 import argparse
+import textwrap
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -334,8 +335,8 @@ def main(policy=POLICIES, batch=4, seq_len=128, width=128, heads=4, layers=4,
     print0(f"B={batch} s={seq_len} h={width} a={heads} L={layers}, attention written "
            "out (its s × s scores are saved tensors)")  # fmt: skip
     n = len(list(GPT(cfg).parameters()))
-    print0(f"gradients of all {n} parameters, fp32 and fp64: {', '.join(policies)} "
-           "equal, bit for bit ✓")  # fmt: skip
+    print0(f"{n} parameters' gradients, fp32 and fp64: {' = '.join(policies)}, bit "
+           "for bit ✓")  # fmt: skip
     print0("one layer's saved bytes = calculator + known difference ✓")
     print0("FLOPs counted in one step = calculator + known difference ✓")
     if len(policies) == 1:
@@ -345,9 +346,9 @@ def main(policy=POLICIES, batch=4, seq_len=128, width=128, heads=4, layers=4,
         said(p, r, predicted_ratio(cfg, p, batch), counted[p] / counted["none"])
         for p, r in records.items()
     ]
-    print0("time, fp32, one thread, on a machine other programs were using too:")
+    print0("time, fp32, one intra-op thread, the policies taking turns:")
     for line in sentences:
-        print0(line)
+        print0(textwrap.fill(line, 88, subsequent_indent="  "))
     tables = {"memory": memory, "time": time_rows(cfg, batch, counted, records)}
     return {"tables": tables, "records": records, "sentences": sentences}
 

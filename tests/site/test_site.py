@@ -518,6 +518,20 @@ def test_search_index_holds_no_raw_tex(built_site: Path) -> None:
     assert not raw, raw[:10]
 
 
+def test_search_index_keeps_run_commands_not_their_printouts(built_site: Path) -> None:
+    index = json.loads((built_site / "search" / "search_index.json").read_text("utf-8"))
+    text = " ".join(d["text"] for d in index["docs"])
+    printed = (built_site / "blog/2026/11/17/process-groups/index.html").read_text()
+    assert "$ python -m snippets run process_groups" in text  # the command stays
+    line = re.search(r"all_reduce\(rank\) = [^<]*", printed)  # a line the run prints
+    assert line and line.group(0) not in text  # the printout does not
+    ring = [d["location"] for d in index["docs"] if "def ring_allreduce" in d["text"]]
+    assert any("ring-allreduce" in loc for loc in ring)  # code keeps its names
+    body = "ranks, me = group_ranks(group)"  # a line inside several shown functions
+    assert body in (REPO / "snippets/comm/collective/all_to_all.py").read_text()
+    assert body not in text  # and drops its bodies
+
+
 def test_home_page_and_provenance_link_the_repository(built_site: Path) -> None:
     """Links go to the repository hooks/repo_links.py derives from this environment
     and checkout (its own tests cover the derivation), at its ref; with none, none."""

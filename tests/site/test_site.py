@@ -321,11 +321,62 @@ def built_page(site: Path, post: Path) -> Path:
 
 
 def series_posts() -> dict[str, list[Path]]:
-    """Each series' notes, oldest first, from the notes' own front matter."""
+    """Each series' notes in the order of their ``part``, from the front matter."""
     by_series: dict[str, list[Path]] = {}
-    for post in sorted(POSTS, key=lambda p: (front_matter(p)["date"], p.name)):
+    for post in sorted(POSTS, key=lambda p: front_matter(p)["part"]):
         by_series.setdefault(front_matter(post)["categories"][0], []).append(post)
     return by_series
+
+
+def test_every_series_runs_part_1_to_n() -> None:
+    for series, posts in series_posts().items():
+        parts = [front_matter(p)["part"] for p in posts]
+        assert parts == list(range(1, len(posts) + 1)), (series, parts)
+
+
+AHEAD = re.compile(r"\b(later|next|coming)\b", re.I)
+LINK = re.compile(r"\]\((\d{4}-\d\d-\d\d-[a-z0-9-]+\.md)[^)]*\)")
+NEAR = 120  # characters either side of the link
+
+
+def links_ahead_unannounced(post: Path) -> list[str]:
+    """Links from ``post`` to a later part of its own series with none of "later",
+    "next", "coming" within NEAR characters of the link."""
+    meta = front_matter(post)
+    text = post.read_text(encoding="utf-8").split("---", 2)[2]
+    found = []
+    for m in LINK.finditer(text):
+        target = post.parent / m.group(1)
+        other = front_matter(target)
+        if other["categories"][0] != meta["categories"][0]:
+            continue
+        if other["part"] <= meta["part"]:
+            continue
+        start = text.rfind("[", 0, m.start())
+        near = text[max(0, start - NEAR) : m.end() + NEAR]
+        if not AHEAD.search(near):
+            found.append(f"{post.name} -> {m.group(1)}")
+    return found
+
+
+def test_a_link_to_a_later_part_says_so() -> None:
+    """A reader in part 3 who follows a link to part 7 is told it is ahead."""
+    found = [link for post in POSTS for link in links_ahead_unannounced(post)]
+    assert not found, found
+
+
+def test_the_link_check_catches_an_unannounced_link(tmp_path: Path) -> None:
+    head = "---\ntitle: {t}\ndate: 2026-01-0{p}\npart: {p}\ncategories:\n  - S\n---\n"
+    first = tmp_path / "2026-01-01-a.md"
+    second = tmp_path / "2026-01-02-b.md"
+    second.write_text(head.format(t="B", p=2) + "\nSee [A](2026-01-01-a.md).\n")
+    first.write_text(head.format(t="A", p=1) + "\nSee [B](2026-01-02-b.md).\n")
+    assert links_ahead_unannounced(first) == ["2026-01-01-a.md -> 2026-01-02-b.md"]
+    assert links_ahead_unannounced(second) == []  # a link back needs no word
+    first.write_text(
+        head.format(t="A", p=1) + "\nIn a later note, [B](2026-01-02-b.md).\n"
+    )
+    assert links_ahead_unannounced(first) == []
 
 
 def footer_links(html: str) -> dict[str, list[str]]:
@@ -358,7 +409,7 @@ def test_one_previous_and_one_next_and_both_within_the_series(built_site: Path) 
             assert f"Part {i + 1} of {len(posts)} in the series" in html, post.name
 
 
-def test_series_pages_list_oldest_first_on_one_page(built_site: Path) -> None:
+def test_series_pages_list_their_parts_in_order_on_one_page(built_site: Path) -> None:
     for series, posts in series_posts().items():
         pages_with = [
             p

@@ -621,3 +621,28 @@ def test_tags_page_lists_every_tag_and_notes_link_to_it(built_site: Path) -> Non
             link = rf'<a href="[^"]*tags/#[^"]*" class="md-tag">\s*{re.escape(tag)}'
             assert re.search(link, html), (post.name, tag)
             assert re.search(rf">\s*{re.escape(tag)}\s*<", tags_page), tag
+
+
+@pytest.mark.parametrize(
+    "feed", ["feed_rss_created.xml", "feeds/distributed-training-by-hand.xml"]
+)
+def test_notes_of_one_day_get_distinct_times_in_reading_order(
+    built_site: Path, feed: str
+) -> None:
+    """Notes written the same day are stamped minutes apart, so a feed reader sorts a
+    series' parts of that day in the order they are read (and never ties them)."""
+    by_title = {front_matter(p)["title"]: front_matter(p) for p in POSTS}
+    entries = feedparser.parse((built_site / feed).read_bytes()).entries
+    stamps = [(tuple(e.published_parsed[:6]), by_title[e.title]) for e in entries]
+    assert len({s for s, _ in stamps}) == len(stamps), "two notes share a time"
+    days = {m["date"] for _, m in stamps}
+    shared = [d for d in days if sum(m["date"] == d for _, m in stamps) > 1]
+    assert shared, "no day with two notes: nothing to order"
+    for stamp, meta in stamps:
+        assert stamp[:3] == (meta["date"].year, meta["date"].month, meta["date"].day)
+    when = {m["title"]: stamp for stamp, m in stamps}
+    for posts in series_posts().values():
+        titles = [front_matter(p)["title"] for p in posts]
+        seq = [when[title] for title in titles if title in when]
+        same_day = [(a, b) for a, b in zip(seq, seq[1:]) if a[:3] == b[:3]]
+        assert all(a < b for a, b in same_day), same_day

@@ -282,7 +282,7 @@ def test_a_note_including_something_missing_fails_the_build(
         shutil.copy(REPO / "docs" / page, tmp_path / "docs" / page)
     shutil.copytree(REPO / "docs" / "assets", tmp_path / "docs" / "assets")
     (posts / "2026-01-01-broken.md").write_text(
-        "---\ntitle: Broken\ndate: 2026-01-01\ncategories:\n"
+        "---\ntitle: Broken\ndate: 2026-01-01\npart: 1\ncategories:\n"
         "  - Distributed training, by hand\n"
         f"description: x\n---\n\n# Broken\n\n{include}\n",
         encoding="utf-8",

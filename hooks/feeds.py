@@ -8,6 +8,10 @@
   opened from a local build asks no other host for anything.
 * Summaries are the notes' front-matter ``description`` with the Markdown backticks
   taken out (the feeds and the pages' ``<meta name="description">`` read it).
+* Notes written on the same day get distinct times, so a reader sorts them in the
+  order they are read: the day's notes ranked by series (the series whose first note
+  is oldest first) and then by ``part``, the k-th of the day stamped at k minutes
+  past midnight (the first at 00:00).
 * After the rss plugin writes the whole-site feeds, every series gets its own:
   ``feeds/<series-slug>.xml`` (RSS) and ``feeds/<series-slug>.json`` (JSON Feed), the
   same items, filtered by the series (one of the item's categories).
@@ -20,6 +24,7 @@ import logging
 import os
 import re
 import xml.etree.ElementTree as ET
+from datetime import datetime, timedelta
 from email.utils import format_datetime, parsedate_to_datetime
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -32,6 +37,7 @@ PLACEHOLDER_HOST = "commonplace.example.org"
 FEEDS_DIR = "feeds"
 FAVICON = "assets/images/favicon.png"
 log = logging.getLogger("mkdocs.hooks.feeds")
+_notes: dict[str, tuple] = {}  # page url -> (date, series, part), from the notes
 
 
 def uses_placeholder(site_url: str) -> bool:
@@ -68,6 +74,9 @@ def clean_summary(text: str) -> str:
 
 @event_priority(100)  # before the rss plugin reads the description (on_page_content)
 def on_page_markdown(markdown, page, config, files):
+    meta = page.meta
+    if meta.get("categories") and "part" in meta and "date" in meta:
+        _notes[page.url] = (meta["date"], meta["categories"][0], meta["part"])
     if isinstance(page.meta.get("description"), str):
         page.meta["description"] = clean_summary(page.meta["description"])
     if "<!-- feeds:series -->" in markdown:
@@ -147,6 +156,50 @@ def settle(text: str) -> str:
     return unparse(before, rss, after)
 
 
+def minutes_into_day(notes: dict[str, tuple]) -> dict[str, int]:
+    """Each note's page url -> its minutes past midnight: its rank within its day by
+    (its series' first date, series, part), so a day's notes are distinct, in order."""
+    first: dict[str, object] = {}
+    for date, series, _ in notes.values():
+        first[series] = min(date, first.get(series, date))
+    order = sorted(
+        notes, key=lambda u: (notes[u][0], first[notes[u][1]], *notes[u][1:])
+    )
+    minutes: dict[str, int] = {}
+    for i, url in enumerate(order):
+        same_day = i > 0 and notes[order[i - 1]][0] == notes[url][0]
+        minutes[url] = minutes[order[i - 1]] + 1 if same_day else 0
+    return minutes
+
+
+def page_url(link: str, base: str) -> str:
+    """A feed item's link as the page url mkdocs gives it (``blog/…/slug/``)."""
+    path, root = urlsplit(link).path, urlsplit(base).path
+    return path[len(root) :] if path.startswith(root) else path.lstrip("/")
+
+
+def stagger_rss(text: str, minutes: dict[str, int], base: str) -> str:
+    """Every item's pubDate moved on by its minutes into the day."""
+    before, rss, after = parse(text)
+    for item in rss.iterfind("channel/item"):
+        stamp = item.find("pubDate")
+        late = minutes.get(page_url(item.findtext("link") or "", base))
+        if stamp is not None and late:
+            when = parsedate_to_datetime(stamp.text) + timedelta(minutes=late)
+            stamp.text = format_datetime(when)
+    return unparse(before, rss, after)
+
+
+def stagger_json(feed: dict, minutes: dict[str, int], base: str) -> dict:
+    for item in feed.get("items", []):
+        late = minutes.get(page_url(item.get("url", ""), base))
+        for key in ("date_published", "date_modified"):
+            if late and item.get(key):
+                when = datetime.fromisoformat(item[key]) + timedelta(minutes=late)
+                item[key] = when.isoformat()
+    return feed
+
+
 def series_json(whole: dict, series: str, title: str, self_url: str) -> dict:
     return {
         **whole,
@@ -168,12 +221,16 @@ def series_feeds(config) -> list[tuple[str, str, str]]:
 
 def on_post_build(config):
     site = Path(config.site_dir)
+    base = config.site_url.rstrip("/") + "/"
+    minutes = minutes_into_day(_notes)
     for name in ("feed_rss_created.xml", "feed_rss_updated.xml"):
         path = site / name
-        path.write_text(settle(path.read_text(encoding="utf-8")), encoding="utf-8")
+        text = stagger_rss(path.read_text(encoding="utf-8"), minutes, base)
+        path.write_text(settle(text), encoding="utf-8")
     for name in ("feed_json_updated.json", "feed_json_created.json"):
         json_file = site / name
         whole_json = json.loads(json_file.read_text(encoding="utf-8"))
+        stagger_json(whole_json, minutes, base)
         if not whole_json.get("icon"):
             whole_json.pop("icon", None)
         if config.site_author:
@@ -184,7 +241,6 @@ def on_post_build(config):
     rss_file = site / "feed_rss_created.xml"
     whole_rss = rss_file.read_text(encoding="utf-8")
     (site / FEEDS_DIR).mkdir(exist_ok=True)
-    base = config.site_url.rstrip("/") + "/"
     for series, rss_path, json_path in series_feeds(config):
         title = f"{config.site_name}: {series}"
         rss = settle(series_rss(whole_rss, series, title, base + rss_path))

@@ -6,13 +6,16 @@
   ``<!-- notes:series -->``.
 * every note says "part N of M" of its series under its title, and its page footer's
   previous / next are the series' neighbours (not the blog's, by date): one "next".
-* each series page lists its notes oldest first, on one page.
+* each series page lists its notes in the series' order, on one page.
 * ``<!-- repo_url -->`` anywhere becomes the repository's address (``repo_url``), or,
   when the build knows none, ``REPOSITORY-URL`` (hooks/repo_links.py finds no link
   it could trust, and the page does not invent one).
 
 A note is ``docs/blog/posts/*.md``; its series is its first category, its date the
-scalar ``date:`` of its front matter.
+scalar ``date:`` of its front matter (when it was written), and ``part: N`` its place
+in the series, the order a reader takes: every series runs 1, 2, … with no gap and no
+part twice, or the build stops naming the file. Lists by date break a day's ties by
+series, then part, never by file name.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ class Note:
     date: datetime.date
     series: str
     description: str
+    part: int
 
 
 _notes: list[Note] = []
@@ -62,6 +66,12 @@ def on_files(files, config):
                 f"{f.src_uri}: front matter needs 'title' and 'categories'"
                 " (the first is the series)"
             )
+        part = meta.get("part")
+        if type(part) is not int or part < 1:
+            raise PluginError(
+                f"{f.src_uri}: front matter needs 'part: N' (N = 1, 2, …), its place"
+                f" in the series '{meta['categories'][0]}'"
+            )
         notes.append(
             Note(
                 f.src_uri,
@@ -69,10 +79,33 @@ def on_files(files, config):
                 date,
                 meta["categories"][0],
                 meta.get("description", ""),
+                part,
             )
         )
-    _notes[:] = sorted(notes, key=lambda n: (n.date, n.src_uri))
+    check_parts(notes)
+    first = {}
+    for n in sorted(notes, key=lambda n: n.date):
+        first.setdefault(n.series, n.date)
+    rank = {s: i for i, s in enumerate(sorted(first, key=lambda s: (first[s], s)))}
+    _notes[:] = sorted(notes, key=lambda n: (n.date, rank[n.series], n.part))
     return files
+
+
+def check_parts(notes: list[Note]) -> None:
+    """Every series' parts are 1, 2, …, n: no part twice and no gap."""
+    for series in dict.fromkeys(n.series for n in notes):
+        same = sorted((n for n in notes if n.series == series), key=lambda n: n.part)
+        for i, note in enumerate(same, 1):
+            if i > 1 and note.part == same[i - 2].part:
+                raise PluginError(
+                    f"{note.src_uri}: part {note.part} of '{series}' is also"
+                    f" {same[i - 2].src_uri}'s; each part number once"
+                )
+            if note.part != i:
+                raise PluginError(
+                    f"{note.src_uri}: part {note.part} of '{series}' leaves a gap"
+                    f" (expected part {i}; the {len(same)} parts run 1 to {len(same)})"
+                )
 
 
 def _link(note: Note, from_uri: str) -> str:
@@ -87,14 +120,14 @@ def _line(note: Note, from_uri: str) -> str:
 def _series_order() -> list[str]:
     return list(
         dict.fromkeys(n.series for n in _notes)
-    )  # in order of each series' first note
+    )  # in order of each series' first note written
 
 
 def by_series(from_uri: str) -> str:
     parts = []
     for series in _series_order():
         parts.append(f"### {series}\n")
-        parts += [_line(n, from_uri) for n in _notes if n.series == series]
+        parts += [_line(n, from_uri) for n in series_notes(series)]
         parts.append("")
     return "\n".join(parts) or "_No notes yet._"
 
@@ -119,7 +152,7 @@ def series_list(from_uri: str, page=None, config=None) -> str:
     """Each series: how many notes, where it starts, its page and its feed."""
     lines = []
     for series in _series_order():
-        notes = [n for n in _notes if n.series == series]
+        notes = series_notes(series)
         extra = ""
         if page is not None and config is not None:
             here = page.url
@@ -136,8 +169,13 @@ def series_list(from_uri: str, page=None, config=None) -> str:
     return "\n".join(lines)
 
 
+def series_notes(series: str) -> list[Note]:
+    """A series' notes in the order a reader takes them (its parts)."""
+    return sorted((n for n in _notes if n.series == series), key=lambda n: n.part)
+
+
 def series_of(note: Note) -> list[Note]:
-    return [n for n in _notes if n.series == note.series]
+    return series_notes(note.series)
 
 
 def series_url(series: str, config) -> str:
@@ -161,7 +199,7 @@ def series_nav(note: Note, page, config) -> str:
     return (
         f'\n\n<nav class="cp-series-nav" aria-label="{note.series}"><span>Part'
         f" {same.index(note) + 1} of {len(same)} in"
-        f' <a href="{href}">{note.series}</a>, oldest first.</span>'
+        f' <a href="{href}">{note.series}</a>, read in this order.</span>'
         "<span>Next and previous below stay in this series.</span></nav>\n"
     )
 
@@ -177,7 +215,7 @@ def with_part(markdown: str, note: Note) -> str:
 
 @event_priority(-60)  # after the blog plugin's on_nav (-50), which links by date
 def on_nav(nav, config, files):
-    """Footer links by series; series pages oldest first."""
+    """Footer links by series; series pages in the series' order."""
     pages = {f.src_uri: f.page for f in files if f.src_uri.startswith(POSTS_DIR)}
     for note in _notes:
         same = series_of(note)
@@ -185,9 +223,10 @@ def on_nav(nav, config, files):
         page = pages[note.src_uri]
         page.previous_page = pages[same[i - 1].src_uri] if i > 0 else None
         page.next_page = pages[same[i + 1].src_uri] if i + 1 < len(same) else None
+    part = {n.src_uri: n.part for n in _notes}
     for f in files:
         if isinstance(f.page, Category):
-            f.page.posts.sort(key=lambda p: (p.config.date.created, p.file.src_uri))
+            f.page.posts.sort(key=lambda p: part[p.file.src_uri])
     return nav
 
 

@@ -282,7 +282,7 @@ def test_a_note_including_something_missing_fails_the_build(
         shutil.copy(REPO / "docs" / page, tmp_path / "docs" / page)
     shutil.copytree(REPO / "docs" / "assets", tmp_path / "docs" / "assets")
     (posts / "2026-01-01-broken.md").write_text(
-        "---\ntitle: Broken\ndate: 2026-01-01\ncategories:\n"
+        "---\ntitle: Broken\ndate: 2026-01-01\npart: 1\ncategories:\n"
         "  - Distributed training, by hand\n"
         f"description: x\n---\n\n# Broken\n\n{include}\n",
         encoding="utf-8",
@@ -321,11 +321,62 @@ def built_page(site: Path, post: Path) -> Path:
 
 
 def series_posts() -> dict[str, list[Path]]:
-    """Each series' notes, oldest first, from the notes' own front matter."""
+    """Each series' notes in the order of their ``part``, from the front matter."""
     by_series: dict[str, list[Path]] = {}
-    for post in sorted(POSTS, key=lambda p: (front_matter(p)["date"], p.name)):
+    for post in sorted(POSTS, key=lambda p: front_matter(p)["part"]):
         by_series.setdefault(front_matter(post)["categories"][0], []).append(post)
     return by_series
+
+
+def test_every_series_runs_part_1_to_n() -> None:
+    for series, posts in series_posts().items():
+        parts = [front_matter(p)["part"] for p in posts]
+        assert parts == list(range(1, len(posts) + 1)), (series, parts)
+
+
+AHEAD = re.compile(r"\b(later|next|coming)\b", re.I)
+LINK = re.compile(r"\]\((\d{4}-\d\d-\d\d-[a-z0-9-]+\.md)[^)]*\)")
+NEAR = 120  # characters either side of the link
+
+
+def links_ahead_unannounced(post: Path) -> list[str]:
+    """Links from ``post`` to a later part of its own series with none of "later",
+    "next", "coming" within NEAR characters of the link."""
+    meta = front_matter(post)
+    text = post.read_text(encoding="utf-8").split("---", 2)[2]
+    found = []
+    for m in LINK.finditer(text):
+        target = post.parent / m.group(1)
+        other = front_matter(target)
+        if other["categories"][0] != meta["categories"][0]:
+            continue
+        if other["part"] <= meta["part"]:
+            continue
+        start = text.rfind("[", 0, m.start())
+        near = text[max(0, start - NEAR) : m.end() + NEAR]
+        if not AHEAD.search(near):
+            found.append(f"{post.name} -> {m.group(1)}")
+    return found
+
+
+def test_a_link_to_a_later_part_says_so() -> None:
+    """A reader in part 3 who follows a link to part 7 is told it is ahead."""
+    found = [link for post in POSTS for link in links_ahead_unannounced(post)]
+    assert not found, found
+
+
+def test_the_link_check_catches_an_unannounced_link(tmp_path: Path) -> None:
+    head = "---\ntitle: {t}\ndate: 2026-01-0{p}\npart: {p}\ncategories:\n  - S\n---\n"
+    first = tmp_path / "2026-01-01-a.md"
+    second = tmp_path / "2026-01-02-b.md"
+    second.write_text(head.format(t="B", p=2) + "\nSee [A](2026-01-01-a.md).\n")
+    first.write_text(head.format(t="A", p=1) + "\nSee [B](2026-01-02-b.md).\n")
+    assert links_ahead_unannounced(first) == ["2026-01-01-a.md -> 2026-01-02-b.md"]
+    assert links_ahead_unannounced(second) == []  # a link back needs no word
+    first.write_text(
+        head.format(t="A", p=1) + "\nIn a later note, [B](2026-01-02-b.md).\n"
+    )
+    assert links_ahead_unannounced(first) == []
 
 
 def footer_links(html: str) -> dict[str, list[str]]:
@@ -358,7 +409,7 @@ def test_one_previous_and_one_next_and_both_within_the_series(built_site: Path) 
             assert f"Part {i + 1} of {len(posts)} in the series" in html, post.name
 
 
-def test_series_pages_list_oldest_first_on_one_page(built_site: Path) -> None:
+def test_series_pages_list_their_parts_in_order_on_one_page(built_site: Path) -> None:
     for series, posts in series_posts().items():
         pages_with = [
             p
@@ -570,3 +621,28 @@ def test_tags_page_lists_every_tag_and_notes_link_to_it(built_site: Path) -> Non
             link = rf'<a href="[^"]*tags/#[^"]*" class="md-tag">\s*{re.escape(tag)}'
             assert re.search(link, html), (post.name, tag)
             assert re.search(rf">\s*{re.escape(tag)}\s*<", tags_page), tag
+
+
+@pytest.mark.parametrize(
+    "feed", ["feed_rss_created.xml", "feeds/distributed-training-by-hand.xml"]
+)
+def test_notes_of_one_day_get_distinct_times_in_reading_order(
+    built_site: Path, feed: str
+) -> None:
+    """Notes written the same day are stamped minutes apart, so a feed reader sorts a
+    series' parts of that day in the order they are read (and never ties them)."""
+    by_title = {front_matter(p)["title"]: front_matter(p) for p in POSTS}
+    entries = feedparser.parse((built_site / feed).read_bytes()).entries
+    stamps = [(tuple(e.published_parsed[:6]), by_title[e.title]) for e in entries]
+    assert len({s for s, _ in stamps}) == len(stamps), "two notes share a time"
+    days = {m["date"] for _, m in stamps}
+    shared = [d for d in days if sum(m["date"] == d for _, m in stamps) > 1]
+    assert shared, "no day with two notes: nothing to order"
+    for stamp, meta in stamps:
+        assert stamp[:3] == (meta["date"].year, meta["date"].month, meta["date"].day)
+    when = {m["title"]: stamp for stamp, m in stamps}
+    for posts in series_posts().values():
+        titles = [front_matter(p)["title"] for p in posts]
+        seq = [when[title] for title in titles if title in when]
+        same_day = [(a, b) for a, b in zip(seq, seq[1:]) if a[:3] == b[:3]]
+        assert all(a < b for a, b in same_day), same_day

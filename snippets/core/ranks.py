@@ -36,7 +36,7 @@ import torch
 import torch.distributed as dist
 
 from snippets.core.errors import RankError, UsageError
-from snippets.core.first_cause import first_cause
+from snippets.core.first_cause import first_cause, is_echo
 
 
 # --8<-- [start:join]
@@ -132,6 +132,7 @@ def _take_over(env: dict, streams: tuple) -> None:
     """Become the launcher's child in what a program can see: environment, outputs."""
     os.environ.clear()
     os.environ.update(env)
+    dist.set_debug_level_from_env()  # TORCH_DISTRIBUTED_DEBUG as the launcher has it
     sys.stdout.flush()
     sys.stderr.flush()
     for target, fd in zip((1, 2), streams):
@@ -167,6 +168,7 @@ class _Inbox:
 
 # --8<-- [start:stacks]
 STACK_SIGNAL = signal.SIGUSR1  # "say where you are": each rank's Python stack
+LINGER_S = 3.0  # a failed rank waits this long to be stopped before it leaves
 
 
 def _stack_on_request(store_dir: str, rank: int) -> None:
@@ -197,6 +199,36 @@ def _stacks(procs: list, store_dir: str, skip: int, wait_s: float = 2.0) -> dict
             if text and text == last[r]:  # written, and no longer growing
                 found[r] = text
             last[r] = text
+    return found
+
+
+def _dead_behind_echo(
+    procs: list, values: dict, rank: int, payload: tuple, wait_s: float = 1.0
+) -> int | None:
+    """Where the first report is only an echo, the rank that died without a word
+    (a crash in C++, say) is the cause: wait up to ``wait_s`` for it to be reaped."""
+    if not is_echo(payload[0]):
+        return None
+    deadline = time.monotonic() + wait_s
+    while (dead := _silent_death(procs, {**values, rank: None})) is None:
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.05)
+    return dead
+
+
+def _failed_too(inbox: Any, skip: int, wait_s: float = 0.3) -> dict[int, str]:
+    """The tracebacks of the ranks that failed too, just after ``skip`` did (a peer
+    that timed out in the same hang): each names the line its rank waited on."""
+    found: dict[int, str] = {}
+    deadline = time.monotonic() + wait_s
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            rank, status, payload = inbox.get(timeout=left)
+        except queue.Empty:
+            break
+        if status == "error" and rank != skip:
+            found[rank] = payload[1]  # its traceback, innermost frame last
     return found
 
 
@@ -234,6 +266,8 @@ def _child(
     results.put(_by_value(rank, status, payload))
     results.close()
     results.join_thread()
+    if status == "error" and met:  # keep the group open a moment: the peers stay on
+        time.sleep(LINGER_S)  # the line they wait on while the launcher asks them
     if dist.is_initialized():
         dist.destroy_process_group()
     sys.exit(0 if status == "ok" else 1)
@@ -314,8 +348,15 @@ def spawn(
                         ) from None
                 if status == "error":  # the first failure stops everyone: see finally
                     rank, payload = first_cause(inbox, rank, payload)
+                    dead = _dead_behind_echo(procs, values, rank, payload)
+                    if dead is not None:  # the echo of a rank that crashed
+                        code = procs[dead].exitcode
+                        why = f"process exited with status {code} without reporting"
+                        payload = (why, "", None, False)
+                        rank = dead
                     error = RankError(rank, *payload)
                     error.stacks = _stacks(procs, store_dir, skip=rank)
+                    error.stacks |= _failed_too(inbox, skip=rank)
                     raise error
                 values[rank] = payload
         finally:

@@ -19,8 +19,9 @@ ranks before running it. The level is read when torch is imported, and the ranks
 forked from a server that imported it earlier, so a program reads it again
 (``dist.set_debug_level_from_env``) and makes a new group, which DETAIL wraps.
 
-A rank whose wait is cut short when the failing rank leaves the group may already be
-in the launcher's error path when it is asked; its place is then written as that.
+A rank that got past the program (it finished its part, or its wait was cut short) is
+asked in the launcher's own code; its place is then written as that. A rank that failed
+too sends its own traceback, which names the line it waited on.
 """
 
 from __future__ import annotations
@@ -160,7 +161,7 @@ def place(found: tuple[int, str] | None) -> str:
     return (
         f"hang_lab.py:{found[0]} {found[1]}"
         if found
-        else "in the launcher's error path"
+        else "past the program, in the launcher"
     )
 
 

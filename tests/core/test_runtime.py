@@ -283,3 +283,17 @@ def test_the_command_line_prints_the_other_ranks_stacks(capsys) -> None:
     assert "[rank 1] where it was when rank 0 failed:" in err
     assert '[rank 1]   File "x.py", line 7' in err
     assert err[-1] == "error: rank 0 failed: RuntimeError: timed out"
+
+
+def crashes_while_its_peer_waits() -> None:
+    """Rank 1 dies without a word, as a crash in C++ would; rank 0 waits on it."""
+    if dist.get_rank() == 1:
+        os.abort()
+    dist.all_reduce(torch.ones(1))
+
+
+def test_a_crash_is_named_not_the_echo_its_peer_reports() -> None:
+    with pytest.raises(RankError) as err:
+        launch(crashes_while_its_peer_waits, 2, backend="gloo", timeout_s=20)
+    assert err.value.rank == 1, err.value  # not rank 0's "Connection closed by peer"
+    assert "without reporting" in err.value.cause

@@ -1,3 +1,9 @@
+"""The hang lab against facts worked out from each program by hand: which rank fails,
+the marked line each rank stops on, what monitored_barrier and DETAIL say, and no
+process left behind."""
+
+from __future__ import annotations
+
 import os
 import re
 from pathlib import Path
@@ -30,8 +36,8 @@ def test_crossed_receives_time_out_on_the_rank_that_waits_first() -> None:
     line = line_of("BROKEN crossed: both ranks receive first")
     assert f'hang_lab.py", line {line},' in err.remote_traceback
     stack = err.stacks.get(1, "")
-    if "hang_lab.py" in stack:  # still waiting when asked: on the same recv
-        assert f'hang_lab.py", line {line} in crossed' in stack
+    if "hang_lab.py" in stack:  # asked while waiting, or failed too: the same recv
+        assert re.search(rf'hang_lab.py", line {line},? in crossed', stack), stack
     assert process_children(os.getpid()) == []
 
 

@@ -14,6 +14,7 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import torch
@@ -153,3 +154,43 @@ def busy_core(group: dist.ProcessGroup | None = None) -> Iterator[int | None]:
         if burner is not None:
             burner.kill()
             burner.wait()
+
+
+# --8<-- [start:saved]
+@dataclass(frozen=True)
+class Saved:
+    dtype: torch.dtype  # of the first tensor packed from this storage
+    numel: int  # elements of the whole storage
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * self.dtype.itemsize
+
+
+def saved_storages(run: Callable[[], object], module: torch.nn.Module) -> list[Saved]:
+    """The distinct storages autograd packs for backward while ``run()`` runs, the
+    module's parameters left out. A view of a storage already packed costs nothing
+    more. Under a checkpoint, torch's own hook packs the inner tensors (and keeps
+    none), so this hook sees only what the checkpoint saves: its inputs."""
+    weights = {p.untyped_storage().data_ptr() for p in module.parameters()}
+    kept: dict[int, tuple[torch.Tensor, Saved]] = {}  # alive: no address reused
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        storage = t.untyped_storage()
+        ptr = storage.data_ptr()
+        if ptr not in weights and ptr not in kept and storage.nbytes():
+            kept[ptr] = (t, Saved(t.dtype, storage.nbytes() // t.dtype.itemsize))
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = run()
+    del out
+    return [saved for _, saved in kept.values()]
+
+
+def saved_activation_bytes(run: Callable[[], object], module: torch.nn.Module) -> int:
+    """Bytes of the distinct non-parameter storages autograd saves during run()."""
+    return sum(s.nbytes for s in saved_storages(run, module))
+
+
+# --8<-- [end:saved]

@@ -48,7 +48,6 @@ from __future__ import annotations
 import argparse
 import textwrap
 import time
-from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -57,6 +56,7 @@ from torch.utils.checkpoint import checkpoint
 from torch.utils.flop_counter import FlopCounterMode
 
 from snippets.core.cli import main_entry, positive_int
+from snippets.core.measure import saved_storages
 from snippets.core.runtime import Spec, UsageError, print0
 from snippets.core.timing import interleave, record, sentence
 from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch, reference_attention
@@ -120,37 +120,6 @@ def gradients(
 
 
 # --8<-- [start:count]
-@dataclass(frozen=True)
-class Saved:
-    dtype: torch.dtype  # of the first tensor packed from this storage
-    numel: int  # elements of the whole storage
-
-    @property
-    def nbytes(self) -> int:
-        return self.numel * self.dtype.itemsize
-
-
-def saved_storages(run: Callable[[], object], module: torch.nn.Module) -> list[Saved]:
-    """The distinct storages autograd packs for backward while ``run()`` runs, the
-    module's parameters left out. A view of a storage already packed costs nothing
-    more. Under a checkpoint, torch's own hook packs the inner tensors (and keeps
-    none), so this hook sees only what the checkpoint saves: its inputs."""
-    weights = {p.untyped_storage().data_ptr() for p in module.parameters()}
-    kept: dict[int, tuple[torch.Tensor, Saved]] = {}  # alive: no address reused
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        storage = t.untyped_storage()
-        ptr = storage.data_ptr()
-        if ptr not in weights and ptr not in kept and storage.nbytes():
-            kept[ptr] = (t, Saved(t.dtype, storage.nbytes() // t.dtype.itemsize))
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        out = run()
-    del out
-    return [saved for _, saved in kept.values()]
-
-
 def layer_bytes(cfg: GPTConfig, policy: str, batch: int, dtype: torch.dtype) -> int:
     """Bytes block 0 saves under ``policy`` for one input x (batch, s, h)."""
     block = apply_policy(GPT(cfg).to(dtype), policy).blocks[0]

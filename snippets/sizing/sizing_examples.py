@@ -21,10 +21,10 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from snippets.core.cli import main_entry
+from snippets.core.measure import saved_activation_bytes
 from snippets.core.runtime import Spec, print0
 from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch, reference_attention
 from snippets.parallel.sharded.mixed_precision import MasterWeights, held_bytes
-from snippets.parallel.tensor.sequence_parallel_memory import saved_activation_bytes
 from snippets.sizing import activations, estimate, flops, memory, params, presets
 
 SPEC = Spec(summary="the sizing calculator: worked examples and disagreeing anchors")

@@ -14,6 +14,7 @@ from torch.utils.checkpoint import set_checkpoint_early_stop
 from torch.utils.flop_counter import FlopCounterMode
 
 from snippets.core.cli import OneLineParser
+from snippets.core.measure import saved_storages
 from snippets.core.timing import Rounds, record
 from snippets.models import recompute as rc
 from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch, reference_attention
@@ -74,7 +75,7 @@ def saved(policy: str, cfg: GPTConfig, x: torch.Tensor) -> list[tuple[int, str]]
         run = lambda: rc.checkpoint(block, x, use_reentrant=False)  # noqa: E731
     else:
         run = lambda: block(x)  # noqa: E731
-    return sorted((s.numel, str(s.dtype)) for s in rc.saved_storages(run, block))
+    return sorted((s.numel, str(s.dtype)) for s in saved_storages(run, block))
 
 
 def test_saved_tensors_by_hand_for_one_tiny_layer() -> None:

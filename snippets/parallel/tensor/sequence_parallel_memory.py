@@ -27,29 +27,9 @@ from fractions import Fraction
 import torch
 import torch.distributed as dist
 
+from snippets.core.measure import saved_activation_bytes
 from snippets.core.runtime import print0
 from snippets.parallel.tensor.tensor_parallel import CommLog, own_block
-
-
-# --8<-- [start:count]
-def saved_activation_bytes(run, module: torch.nn.Module) -> int:
-    """Bytes of the distinct non-parameter storages autograd saves during run()."""
-    params = {p.untyped_storage().data_ptr() for p in module.parameters()}
-    seen: dict[int, int] = {}
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        storage = t.untyped_storage()
-        if storage.data_ptr() not in params:
-            seen[storage.data_ptr()] = storage.nbytes()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        out = run()
-    del out
-    return sum(seen.values())
-
-
-# --8<-- [end:count]
 
 
 # --8<-- [start:formulas]

@@ -7,11 +7,11 @@ from fractions import Fraction
 
 import torch
 
+from snippets.core.measure import saved_activation_bytes
 from snippets.models.tiny_gpt import GPT, GPTConfig
 from snippets.parallel.tensor.sequence_parallel_memory import (
     korthikanti_bytes,
     layer_activations,
-    saved_activation_bytes,
 )
 
 

@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 from pathlib import Path
 
 import torch
 
 from snippets.core.charts import line_chart
+from snippets.core.claims import Spread
 from snippets.core.cli import main_entry, positive_int
 from snippets.core.measure import time_samples
 from snippets.core.runtime import Spec, UsageError, print0
@@ -51,10 +51,8 @@ PUBLISHED = {
 
 # --8<-- [start:measure]
 def spread(samples: list[float]) -> dict:
-    q1, med, q3 = (
-        statistics.quantiles(samples, n=4) if len(samples) > 1 else samples * 3
-    )
-    return {"median": med, "q1": q1, "q3": q3}
+    s = Spread.of(samples)  # the project's median and quartiles
+    return {"median": s.median, "q1": s.lo, "q3": s.hi}
 
 
 def matmul_point(m: int, n: int, k: int, dtype: torch.dtype, dev: torch.device):

@@ -1,4 +1,4 @@
-"""``python -m snippets``: list, run, run-all, bench, size, view.
+"""``python -m snippets``: list, run, run-all, bench, size, view, exercise.
 
     python -m snippets list
     python -m snippets run NAME [-n N] [--backend auto|gloo|nccl] [--timeout S]
@@ -6,6 +6,7 @@
                                [--per-snippet-timeout S] [--jobs J]
     python -m snippets bench NAME [its own options]
     python -m snippets size [--preset NAME | shape] [parallelism] [--json]
+    python -m snippets exercise list | start NAME | check NAME FILE | solution NAME
     python -m snippets view package.module:factory [--input-shape 1,128 | --example
                             package.module:inputs] [--out DIR] [--open]
 
@@ -109,6 +110,12 @@ def cmd_view(opts: argparse.Namespace) -> int:
     return view(opts.rest)  # every option after ``view`` is the viewer's
 
 
+def cmd_exercise(opts: argparse.Namespace) -> int:
+    from snippets.exercises.exercise_cli import main as exercise
+
+    return exercise(opts.rest)  # every option after ``exercise`` is its own
+
+
 def build_parser() -> OneLineParser:
     parser = OneLineParser(
         prog="python -m snippets", description="Run the snippets behind the notes."
@@ -158,13 +165,19 @@ def build_parser() -> OneLineParser:
         "view", help="draw a model: a page to expand, search and cut", add_help=False
     )
     p.set_defaults(fn=cmd_view)
+    p = sub.add_parser(
+        "exercise",
+        help="write a concept yourself; the project's checks grade it",
+        add_help=False,
+    )
+    p.set_defaults(fn=cmd_exercise)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     opts, rest = parser.parse_known_args(argv)
-    if rest and opts.command not in ("run", "size", "view"):
+    if rest and opts.command not in ("run", "size", "view", "exercise"):
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     opts.rest = rest  # a snippet's own options, parsed once its name is known
     return guarded(lambda: opts.fn(opts))

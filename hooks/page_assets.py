@@ -9,7 +9,8 @@ viewer (``snippets/viewer/viewer_page.py``) reads its scripts from the same row.
 
 The markers are the contract with what writes the figures: ``snippets.core.results``
 (charts), ``snippets.core.player`` (players), ``snippets.viewer.viewer_page``
-(model viewers), ``snippets.sizing.sizing_widget`` (the calculator), Markdown's
+(model viewers), ``snippets.sizing.sizing_widget`` (the calculator),
+``snippets.exercises.predictions`` (prediction questions), Markdown's
 arithmatex and mermaid fences, and mkdocs-jupyter's notebook pages, whose ``$…$``
 math the same KaTeX typesets (``math.js`` looks in notebook Markdown cells).
 
@@ -91,6 +92,13 @@ ASSETS: tuple[tuple[str | re.Pattern, Needs], ...] = (
         Needs(
             scripts=(DOM, "assets/player/player.js"),
             styles=("assets/player/player.css",),
+        ),
+    ),
+    (
+        '<form class="cp-predict"',  # snippets.exercises.predictions
+        Needs(
+            scripts=("assets/predict/predict.js",),
+            styles=("assets/predict/predict.css",),
         ),
     ),
 )

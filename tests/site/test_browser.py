@@ -185,7 +185,7 @@ def test_every_page_offline_loads_what_it_needs_no_code_scrolls(
         page.goto(url_of(served, built_site, html), wait_until="load")
         got = {urlsplit(u).path.lstrip("/") for u in page.requested} & listed
         needs = table.needs(html.read_text(encoding="utf-8"))
-        want = {*needs.styles, *needs.early, *needs.scripts}
+        want = {*needs.styles, *needs.scripts}
         if got != want:
             stray.append(f"{html.relative_to(built_site)}: {sorted(got ^ want)}")
         for i, scroll, client, first in page.evaluate(OVERFLOWING_CODE):

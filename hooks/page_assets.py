@@ -3,16 +3,17 @@
 Each row names a marker (text the built page holds, or a pattern it matches) and the
 scripts and stylesheets a page with that marker needs, paths under the site's root
 in load order. ``hooks/pages.py`` puts exactly these into each page, and nothing
-else: a page without a chart loads no Vega (about 840 kB), one without math no
-KaTeX, one without a diagram no mermaid (about 5 MB together). The standalone model
+else: a page without a chart loads no Vega (about 840 kB), one without math no KaTeX
+stylesheet. Math and diagrams need no script: ``hooks/typeset.py`` typesets math at
+build time, and the notes draw their diagrams as inline SVG. The standalone model
 viewer (``snippets/viewer/viewer_page.py``) reads its scripts from the same row.
 
 The markers are the contract with what writes the figures: ``snippets.core.results``
 (charts), ``snippets.core.player`` (players), ``snippets.viewer.viewer_page``
 (model viewers), ``snippets.sizing.sizing_widget`` (the calculator),
-``snippets.exercises.predictions`` (prediction questions), Markdown's
-arithmatex and mermaid fences, and mkdocs-jupyter's notebook pages, whose ``$…$``
-math the same KaTeX typesets (``math.js`` looks in notebook Markdown cells).
+``snippets.exercises.predictions`` (prediction questions), and KaTeX's HTML, which
+``hooks/typeset.py`` writes for arithmatex's spans and for the ``$…$`` of notebook
+Markdown cells.
 
 Standard library only: the viewer's CLI reads it without mkdocs installed.
 """
@@ -26,29 +27,14 @@ from typing import NamedTuple
 class Needs(NamedTuple):
     scripts: tuple[str, ...] = ()
     styles: tuple[str, ...] = ()
-    # Material's bundle loads mermaid from a CDN unless it is defined before it runs
-    before_bundle: bool = False
 
 
 DOM = "assets/javascripts/dom.js"  # the DOM builders the player and the viewer share
 FORMULAS = "assets/sizing/formulas.js"  # the calculator's; the viewer's bytes too
 
-MATH = Needs(
-    scripts=(
-        "assets/vendor/katex/katex.min.js",
-        "assets/vendor/katex/contrib/auto-render.min.js",
-        "assets/javascripts/math.js",
-    ),
-    styles=("assets/vendor/katex/katex.min.css",),
-)
-
 ASSETS: tuple[tuple[str | re.Pattern, Needs], ...] = (
-    ('class="arithmatex"', MATH),
-    (re.compile(r"jupyter-wrapper.*?\$[^$\s][^$]*\$", re.S), MATH),
-    (
-        'class="mermaid"',
-        Needs(scripts=("assets/vendor/mermaid/mermaid.min.js",), before_bundle=True),
-    ),
+    # math typeset at build time (hooks/typeset.py): KaTeX's stylesheet, no script
+    ('<span class="katex">', Needs(styles=("assets/vendor/katex/katex.min.css",))),
     (
         '<figure class="cp-chart">',
         # vega-lite and vega-embed read the globals the scripts before them set
@@ -112,7 +98,6 @@ def holds(html: str, marker: str | re.Pattern) -> bool:
 
 class Loads(NamedTuple):
     styles: tuple[str, ...]  # at the end of <head>
-    early: tuple[str, ...]  # before Material's bundle
     scripts: tuple[str, ...]  # at the end of <body>
 
 
@@ -126,6 +111,5 @@ def needs(html: str) -> Loads:
 
     return Loads(
         styles=once(s for row in rows for s in row.styles),
-        early=once(s for row in rows if row.before_bundle for s in row.scripts),
-        scripts=once(s for row in rows if not row.before_bundle for s in row.scripts),
+        scripts=once(s for row in rows for s in row.scripts),
     )

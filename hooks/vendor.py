@@ -1,9 +1,10 @@
 """Serve the site's third-party JavaScript and fonts ourselves.
 
-mermaid, KaTeX and Vega (vega, vega-lite, vega-embed) come from npm packages installed
-at build time (``npm ci``, pinned by package-lock.json, git-ignored); this hook copies
-the files the pages load into the built site, so no page ever asks a CDN or a font
-host for anything. ``hooks/page_assets.py`` says which pages load which of them.
+KaTeX's stylesheet and fonts, Vega (vega, vega-lite, vega-embed) and dagre come from
+npm packages installed at build time (``npm ci``, pinned by package-lock.json,
+git-ignored); this hook copies the files the pages load into the built site, so no
+page ever asks a CDN or a font host for anything. ``hooks/page_assets.py`` says which
+pages load which of them.
 """
 
 from __future__ import annotations
@@ -15,10 +16,7 @@ from mkdocs.exceptions import PluginError
 
 # (source under node_modules, destination under the site's assets/vendor)
 FILES = [
-    ("mermaid/dist/mermaid.min.js", "mermaid/mermaid.min.js"),
-    ("katex/dist/katex.min.js", "katex/katex.min.js"),
     ("katex/dist/katex.min.css", "katex/katex.min.css"),
-    ("katex/dist/contrib/auto-render.min.js", "katex/contrib/auto-render.min.js"),
     ("katex/dist/fonts", "katex/fonts"),
     ("vega/build/vega.min.js", "vega/vega.min.js"),
     ("vega-lite/build/vega-lite.min.js", "vega/vega-lite.min.js"),

@@ -1,6 +1,7 @@
-"""The built site in a real browser with every other host unreachable: math typesets,
-mermaid draws, search answers, code fits its block, charts draw, answer the mouse and
-stay legible on a phone in both schemes, and no page even tries to fetch elsewhere."""
+"""The built site in a real browser with every other host unreachable: math and
+diagrams are there before any script runs, search answers, code fits its block, charts
+draw, answer the mouse and stay legible on a phone in both schemes, and no page even
+tries to fetch elsewhere."""
 
 from __future__ import annotations
 
@@ -67,9 +68,11 @@ def open_page(browser):
     is refused and recorded (``.foreign``), with its requests and its errors."""
     contexts = []
 
-    def make(width: int = 1280, scheme: str = "light"):
+    def make(width: int = 1280, scheme: str = "light", javascript: bool = True):
         context = browser.new_context(
-            viewport={"width": width, "height": 900}, color_scheme=scheme
+            viewport={"width": width, "height": 900},
+            color_scheme=scheme,
+            java_script_enabled=javascript,
         )
         contexts.append(context)
         p = context.new_page()
@@ -138,20 +141,50 @@ def wait_for_charts(p) -> int:
     return count
 
 
-def test_math_and_diagrams_render_offline(page, served, built_site) -> None:
-    page.goto(note_url(served, built_site, 'class="arithmatex"'))
-    page.wait_for_selector(".katex", timeout=15000)
-    page.goto(note_url(served, built_site, 'class="mermaid"'))
-    # Material swaps each <pre class="mermaid"> for a <div class="mermaid"> holding the
-    # drawing in a closed shadow root: done when no <pre> is left and the divs have
-    # size.
-    page.wait_for_function(
-        "document.querySelectorAll('pre.mermaid').length === 0 && [...document"
-        ".querySelectorAll('div.mermaid')].every(d => d.offsetHeight > 20)",
-        timeout=30000,
-    )
-    assert not page.foreign, f"tried to fetch from other hosts: {page.foreign}"
+# Each formula and diagram as drawn: its size, and the font KaTeX's text is set in.
+DRAWN = """() => [...document.querySelectorAll('.katex, svg.cp-diagram')].map(e => {
+  const r = e.getBoundingClientRect(), t = e.querySelector('.mord, text');
+  return [e.tagName, r.width, r.height, t ? getComputedStyle(t).fontFamily : ''];
+})"""
+# A diagram's text colour, and the first colour behind it that is not transparent.
+DIAGRAM_COLOURS = """() => {
+  const text = document.querySelector('svg.cp-diagram text');
+  let el = text.closest('figure'), bg = 'rgba(0, 0, 0, 0)';
+  while (el && /rgba\\(.*, 0\\)|transparent/.test(bg)) {
+    bg = getComputedStyle(el).backgroundColor; el = el.parentElement;
+  }
+  return [getComputedStyle(text).fill, bg];
+}"""
+
+
+@pytest.mark.parametrize("scheme, javascript", [("light", False), ("dark", True)])
+def test_math_and_diagrams_are_drawn_with_no_script_at_all(
+    open_page, served, built_site, scheme, javascript
+) -> None:
+    """With JavaScript off, the ring note shows typeset math and its ring, and the
+    trees note its two trees: no TeX in the text a reader sees, KaTeX's own fonts
+    (from this site), diagrams with size and their text legible on the page (the dark
+    scheme needs Material's script to switch)."""
+    page = open_page(scheme=scheme, javascript=javascript)
+    for slug, diagrams in [("ring-allreduce", 1), ("trees-and-halving-doubling", 2)]:
+        (html,) = built_site.glob(f"blog/*/*/*/{slug}/index.html")
+        page.goto(url_of(served, built_site, html), wait_until="load")
+        page.evaluate("document.fonts.ready.then(() => true)")
+        text = page.inner_text("article")
+        assert not re.search(r"\\[(\[]|\\frac|\$\$", text), slug
+        drawn = page.evaluate(DRAWN)
+        math = [d for d in drawn if d[0] == "SPAN"]
+        svgs = [d for d in drawn if d[0] == "svg"]
+        assert math and all(w > 0 and h > 0 for _, w, h, _ in math), slug
+        assert all("KaTeX_" in font for *_, font in math if font), slug
+        assert len(svgs) == diagrams and all(h > 100 for _, _, h, _ in svgs), slug
+        fg, bg = page.evaluate(DIAGRAM_COLOURS)
+        assert contrast(fg, bg) >= 4.5, (slug, fg, bg)
+    fonts = [u for u in page.requested if "/katex/fonts/" in u]
+    assert fonts and not page.foreign, (fonts, page.foreign)
     assert not page.errors, page.errors
+    if not javascript:
+        assert not [u for u in page.requested if u.endswith(".js")], page.requested
 
 
 def test_search_works_offline(page, served) -> None:
@@ -185,7 +218,7 @@ def test_every_page_offline_loads_what_it_needs_no_code_scrolls(
         page.goto(url_of(served, built_site, html), wait_until="load")
         got = {urlsplit(u).path.lstrip("/") for u in page.requested} & listed
         needs = table.needs(html.read_text(encoding="utf-8"))
-        want = {*needs.styles, *needs.early, *needs.scripts}
+        want = {*needs.styles, *needs.scripts}
         if got != want:
             stray.append(f"{html.relative_to(built_site)}: {sorted(got ^ want)}")
         for i, scroll, client, first in page.evaluate(OVERFLOWING_CODE):

@@ -44,3 +44,43 @@ def test_the_notebook_records_the_commit_and_time_it_ran() -> None:
     assert f"commit {commit()} ·" in lines[0]
     wrapped = f'<div class="jupyter-wrapper">{html}</div>'
     assert notebook.notebook_provenance(wrapped) == wrapped
+
+
+STYLED = (
+    '<style type="text/css">\n@charset "UTF-8";'
+    ".jupyter-wrapper{--used:var(--deep);--deep:#123456;--unused:red}"
+    ".jupyter-wrapper .jp-Used,.jupyter-wrapper .jp-Absent{color:var(--used)}"
+    ".jupyter-wrapper .jp-Absent{color:blue}"
+    ".jp-Used:not(.jp-Absent) pre{word-break:break-all;word-wrap:break-word}"
+    "@media (max-width:760px){.jp-Absent{margin:0}.jp-Used{margin:1px}}"
+    "@font-face{font-family:x;src:url(data:font/woff2;base64,AAAA)}"
+    "</style>"
+    '<div class="jupyter-wrapper"><div class="jp-Used"><pre>1.2345e-08</pre></div>'
+    "</div>"
+    "<style>\n['pre { line-height: 125%; }\\n']\n</style>"
+)
+
+
+def test_the_notebook_keeps_only_the_styles_its_elements_use() -> None:
+    out = notebook.slim_styles(STYLED)
+    styles = re.findall(r"<style[^>]*>(.*?)</style>", out, re.S)
+    assert styles == [
+        ".jupyter-wrapper{--used:var(--deep);--deep:#123456}"
+        ".jupyter-wrapper .jp-Used{color:var(--used)}"
+        ".jp-Used:not(.jp-Absent) pre{word-break:normal;word-wrap:break-word}"
+        "@media (max-width:760px){.jp-Used{margin:1px}}"
+    ]  # the Python list's repr is gone, and nothing else holds a "["
+    assert '<div class="jp-Used"><pre>1.2345e-08</pre></div>' in out
+
+
+def test_the_built_notebook_page_is_small_and_its_css_parses(built_site) -> None:
+    import tinycss2
+
+    page = built_site / "notebooks" / "tiling-step-by-step" / "index.html"
+    html = page.read_text(encoding="utf-8")
+    assert len(html.encode()) < 200_000  # it was 668 kB, 574 kB of it JupyterLab's CSS
+    for css in re.findall(r"<style[^>]*>(.*?)</style>", html, re.S):
+        rules = tinycss2.parse_stylesheet(css, skip_whitespace=True)
+        assert not [r for r in rules if r.type == "error"], css[:200]
+        assert "break-all" not in css
+    assert "jp-OutputArea-output pre{" in html  # the output's own rule is kept

@@ -19,8 +19,7 @@ PAGE = "<html><head><title>t</title></head><body>{body}" + BUNDLE + "</body></ht
 EVERY_MARKER = (
     '<figure class="cp-chart"></figure><figure class="cp-player"></figure>'
     '<figure class="cp-viewer"></figure><figure class="cp-sizing" id="calculator">'
-    '</figure><span class="arithmatex">x</span><pre class="mermaid">a</pre>'
-    '<div class="jupyter-wrapper"><p>$x^2$</p></div>'
+    '</figure><span class="arithmatex"><span class="katex">x</span></span>'
 )
 
 
@@ -48,10 +47,7 @@ def test_every_file_loads_once_in_the_tables_order_where_it_works() -> None:
     styles = [f for _, row in table.ASSETS for f in row.styles]
     assert len(set(scripts)) < len(scripts)  # rows share files: each loads once
     bundle = srcs.index("assets/javascripts/bundle.5f3a.min.js")
-    early = [f for _, row in table.ASSETS if row.before_bundle for f in row.scripts]
-    assert early and srcs[:bundle] == list(dict.fromkeys(early))
-    late = [f for _, row in table.ASSETS if not row.before_bundle for f in row.scripts]
-    assert srcs[bundle + 1 :] == list(dict.fromkeys(late))
+    assert srcs[bundle + 1 :] == list(dict.fromkeys(scripts))  # after Material's
     assert hrefs == list(dict.fromkeys(styles)) and "<link" not in body
 
 
@@ -82,3 +78,19 @@ def test_each_figure_a_snippet_writes_holds_one_marker_of_the_table() -> None:
     found = [[m for m, _ in table.ASSETS if table.holds(f, m)] for f in figures]
     assert all(len(markers) == 1 for markers in found), found
     assert len({markers[0] for markers in found}) == len(figures)
+
+
+def test_math_and_diagrams_load_no_script() -> None:
+    """Math arrives typeset (hooks/typeset.py) and diagrams as inline SVG: a page with
+    both loads KaTeX's stylesheet and no script at all of its own."""
+    body = (
+        '<span class="arithmatex"><span class="katex">x</span></span>'
+        '<figure class="cp-figure"><svg class="cp-diagram"></svg></figure>'
+    )
+    out = served(body)
+    assert re.findall(r'<script src="([^"]+)"', out) == [
+        "../../../../../assets/javascripts/bundle.5f3a.min.js"
+    ]
+    hrefs = [site_path(h) for h in re.findall(r'<link [^>]*href="([^"]+)"', out)]
+    assert hrefs == ["assets/vendor/katex/katex.min.css"]
+    assert not any("mermaid" in f for _, row in table.ASSETS for f in row.scripts)

@@ -470,7 +470,7 @@ def test_each_page_loads_what_its_markers_need_and_no_more(built_site: Path) -> 
         want = table.needs(html)
         found = loaded(page, built_site) & listed
         where = page.relative_to(built_site)
-        assert found == {*want.styles, *want.early, *want.scripts}, where
+        assert found == {*want.styles, *want.scripts}, where
         for path in found:
             assert (built_site / path).is_file(), f"{where}: {path} missing"
         used |= {str(m) for m, _ in table.ASSETS if table.holds(html, m)}
@@ -548,7 +548,7 @@ def test_notebook_page_is_findable_offline_and_carries_provenance(
     assert 'class="cp-provenance"' in html
     # the run's own line, an output inside the notebook, not one the build wrote
     assert html.index('class="cp-provenance"') > html.index('class="jupyter-wrapper"')
-    assert "katex.min.js" in html  # its $…$ spans have math to typeset
+    assert 'class="katex"' in html  # its $…$ math, typeset at build time
     linked_from = [
         p
         for p in [built_site / "sitemap" / "index.html", *(built_site / "blog").rglob(
@@ -557,6 +557,71 @@ def test_notebook_page_is_findable_offline_and_carries_provenance(
     ]  # fmt: skip
     assert built_site / "sitemap" / "index.html" in linked_from
     assert any("/20" in str(p) for p in linked_from), "no note links the notebook"
+
+
+# TeX a reader would see if no script ran: arithmatex's delimiters, a notebook's
+# dollars, a TeX command. Code, scripts and KaTeX's MathML annotation may hold TeX.
+RAW_TEX = re.compile(r"\\[(\[]|\\[)\]]|\$\$|\$[^$\s<]{1,40}\$|\\(?:frac|alpha|cdot)\b")
+NOT_TEXT = re.compile(
+    r"<(pre|code|script|style|annotation|svg)\b.*?</\1>|<[^>]+>|&\w+;", re.S
+)
+
+
+def test_no_page_holds_raw_tex_before_any_script_runs(built_site: Path) -> None:
+    """Math is typeset at build time (hooks/typeset.py): the text of every page, as it
+    arrives, holds no TeX, and no page loads KaTeX's script."""
+    raw, typeset = [], 0
+    for page in pages(built_site):
+        html = page.read_text(encoding="utf-8")
+        typeset += html.count('<span class="katex">')
+        text = NOT_TEXT.sub(" ", html)
+        raw += [(str(page.relative_to(built_site)), m) for m in RAW_TEX.findall(text)]
+        assert "katex.min.js" not in html and "auto-render" not in html, page
+    assert typeset > 100, typeset  # the notes have hundreds of formulas
+    assert not raw, raw[:10]
+
+
+def test_no_page_loads_or_holds_mermaid(built_site: Path) -> None:
+    """Diagrams are inline SVG: no page loads mermaid (3.6 MB) or holds an element
+    Material's bundle would fetch mermaid from a CDN to draw."""
+    for page in pages(built_site):
+        html = page.read_text(encoding="utf-8")
+        assert 'class="mermaid"' not in html, page
+        assert not [r for _, r, _ in refs(page) if "mermaid" in r], page
+    assert not list(built_site.rglob("mermaid*.js"))
+    notes = [built_page(built_site, p).read_text(encoding="utf-8") for p in POSTS]
+    assert sum(n.count('<svg class="cp-diagram"') for n in notes) == 4
+
+
+NOTE_WEIGHT = 1_500_000  # bytes: a note with the scripts and stylesheets it loads
+# The pipeline explorer's chart carries its 1,143 spans twice, in its spec and in the
+# table of its numbers (280 kB of HTML): the two notes that show it stay over the
+# target, and under this, until the chart carries less.
+OVER_WEIGHT = {
+    "blog/2026/12/01/pipeline-schedules": 1_750_000,
+    "blog/2026/11/16/parallelism-strategies": 1_750_000,
+}
+
+
+def weight(page: Path, site: Path) -> int:
+    """The page's bytes and those of every same-origin script and stylesheet it
+    loads, before compression."""
+    return page.stat().st_size + sum(
+        (site / f).stat().st_size for f in loaded(page, site)
+    )
+
+
+def test_every_note_weighs_under_1_5_mb_with_what_it_loads(built_site: Path) -> None:
+    heavy, weights = [], {}
+    for post in POSTS:
+        page = built_page(built_site, post)
+        where = page.parent.relative_to(built_site).as_posix()
+        weights[where] = weight(page, built_site)
+        if weights[where] > OVER_WEIGHT.get(where, NOTE_WEIGHT):
+            heavy.append(f"{where}: {weights[where] / 1e6:.2f} MB")
+    assert not heavy, "\n".join(heavy)
+    # an exception that no longer needs its allowance leaves the list
+    assert all(weights[w] > NOTE_WEIGHT for w in OVER_WEIGHT), weights
 
 
 def test_search_index_holds_no_raw_tex(built_site: Path) -> None:

@@ -1,0 +1,35 @@
+"""The MoE benchmark: one record from a run on real ranks, the baseline scaled by the
+rank count, and bad options are one line and exit 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO
+
+
+def bench(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "snippets", "bench", "moe", *args],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def test_a_run_gives_one_record_with_its_spread() -> None:
+    out = bench("--tokens", "64", "--rounds", "3", "--json")
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    assert r["world_size"] == 2 and r["tokens"] == 64 and r["rounds"] == 3
+    assert r["ratio_lo"] <= r["ratio"] <= r["ratio_hi"]
+    assert r["ep_lo_s"] <= r["ep_s"] <= r["ep_hi_s"]
+    scaled = r["one_scaled_s"], r["one_scaled_lo_s"], r["one_scaled_hi_s"]
+    assert scaled[1] <= scaled[0] <= scaled[2]
+
+
+@pytest.mark.parametrize("args", [["--tokens", "0"], ["--rounds", "-1"], ["-n", "0"]])
+def test_bad_options_are_one_line_and_exit_2(args) -> None:
+    out = bench(*args)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr

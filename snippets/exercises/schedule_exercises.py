@@ -1,0 +1,178 @@
+"""Exercises of "Distributed training, by hand" on pipeline plans: 1F1B and its bubble.
+
+A plan is only lists of actions, so these run in one process. The oracles are the
+project's plan checker and its dry run (``pipeline_validate``: every action once, F
+before B, no deadlock when receives block), and the papers' numbers in
+``pipeline_formulas``: a bubble of (p - 1)/(m + p - 1) of the step (Huang et al. 2019;
+Narayanan et al. 2021) and min(p - r, m) activations held on rank r (PipeDream-flush).
+The bubble a reader computes is held to the dry run of the project's plan.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import torch
+
+from snippets.exercises.grader import Case, Exercise, Grade
+from snippets.parallel.pipeline.pipeline_formulas import bubble_formula, peak_formula
+from snippets.parallel.pipeline.pipeline_schedules import Action, one_f_one_b, schedule
+from snippets.parallel.pipeline.pipeline_validate import (
+    PlanError,
+    check,
+    peak_in_flight,
+    simulate,
+)
+
+SIZES = ((2, 4), (3, 4), (4, 8), (3, 1), (4, 2), (1, 3), (5, 7))  # (p, m)
+
+
+def as_actions(case: Case, got, rank: int) -> list[Action] | None:
+    """The reader's list as the project's Actions (any object with .kind, .microbatch
+    and .chunk, or none, will do), or None and a failure."""
+    if not isinstance(got, (list, tuple)):
+        case.fail(f"rank {rank}'s plan is {type(got).__name__}, not a list of actions")
+        return None
+    try:
+        return [Action(a.kind, a.microbatch, getattr(a, "chunk", 0)) for a in got]
+    except AttributeError as exc:
+        case.fail(f"rank {rank}'s plan holds something that is not an action: {exc}")
+        return None
+
+
+def check_one_f_one_b(fn, grade: Grade) -> None:
+    for p, m in SIZES:
+        with grade.case(f"p={p} ranks, m={m} micro-batches") as case:
+            plan = []
+            for rank in range(p):
+                actions = as_actions(case, case.call(fn, p, m, rank), rank)
+                if actions is None:
+                    break
+                plan.append(actions)
+            if len(plan) != p:
+                continue
+            shown = [f"rank {r}: {' '.join(map(repr, a))}" for r, a in enumerate(plan)]
+            try:
+                check(plan, p, m)  # every F and B once, F before B on each rank
+                run = simulate(plan)  # blocking receives: a deadlock raises
+            except PlanError as exc:
+                short = "extra [F" in str(exc) and m < p
+                hint = "hint: with m < p the warm-up has only m micro-batches"
+                case.fail(f"the plan is not runnable: {exc}", *[hint] * short, *shown)
+                continue
+            if not case.expect(
+                all(a.kind in "FB" for a in sum(plan, [])),
+                "1F1B has no W: B computes the weight gradient too",
+            ):
+                continue
+            peaks, want = peak_in_flight(plan), peak_formula("1f1b", p, m)
+            hints = []
+            if peaks == [m] * p and want != peaks:
+                hints.append("hint: every forward runs first: that is GPipe")
+            if peaks == [max(w - 1, 1) for w in want]:
+                hints.append(
+                    "hint: the warm-up is one micro-batch short: rank r runs "
+                    "p - r - 1 forwards before its first F, B pair"
+                )
+            case.expect(
+                peaks == want,
+                f"ranks hold {peaks} micro-batches' activations at most; 1F1B "
+                f"holds min(p - r, m) = {want}",
+                *hints,
+                *shown,
+            )
+            bubble = Fraction(run.bubble).limit_denominator(10**6)
+            case.expect(
+                bubble == bubble_formula("1f1b", p, m),
+                f"the dry run idles {bubble} of the step; 1F1B idles "
+                f"(p - 1)/(m + p - 1) = {bubble_formula('1f1b', p, m)}",
+                "hint: a rank waits: is the next action's input sent yet?",
+                *shown,
+            )
+
+
+def as_number(case: Case, got, what: str) -> torch.Tensor | None:
+    try:
+        return torch.tensor(float(got), dtype=torch.float64)
+    except (TypeError, ValueError):
+        case.fail(f"{what} is {type(got).__name__}, not a number")
+        return None
+
+
+def check_bubble_fraction(fn, grade: Grade) -> None:
+    for name in ("gpipe", "1f1b"):
+        for p, m in SIZES:
+            with grade.case(f"{name}, p={p}, m={m}") as case:
+                got = as_number(case, case.call(fn, name, p, m), "the bubble")
+                if got is None:
+                    continue
+                # the oracle: the project's plan, played with unit F and B times
+                bubble = simulate(schedule(name, p, m)).bubble
+                want = torch.tensor(float(bubble), dtype=torch.float64)
+                case.equal(
+                    got,
+                    want,
+                    "the bubble",
+                    rtol=1e-9,
+                    mistakes=(
+                        (
+                            (p - 1) / m,
+                            "(p - 1)/m is the idle time over the ideal time; the "
+                            "fraction of the step divides by the whole step, m + p - 1",
+                        ),
+                        (
+                            p / (m + p),
+                            "p/(m + p): each rank idles p - 1 of m + p - 1 slots",
+                        ),
+                        (
+                            (p - 1) / (m + p),
+                            "(p - 1)/(m + p): the step is m + p - 1 slots, not m + p",
+                        ),
+                    ),
+                )
+
+
+EXERCISES = [
+    Exercise(
+        name="one_f_one_b",
+        title="the 1F1B pipeline plan",
+        note="2026-12-01-pipeline-schedules",
+        function=one_f_one_b,
+        check=check_one_f_one_b,
+        solution="snippets/parallel/pipeline/pipeline_schedules.py:plans",
+        doc=(
+            "Rank rank's actions under 1F1B (PipeDream-flush) for p pipeline ranks\n"
+            "and m micro-batches, in the order it runs them: a list of\n"
+            "Action('F', j) (forward of micro-batch j) and Action('B', j) (its\n"
+            "backward, weight gradient included). Every micro-batch once each way;\n"
+            "rank r holds the activations of at most min(p - r, m) micro-batches,\n"
+            "and no rank idles longer than GPipe's bubble, (p - 1)/(m + p - 1)."
+        ),
+        hints=(
+            "warm up with forwards until the first backward can come back",
+            "then alternate one forward and one backward; finish with backwards",
+            "rank p - 1, the last stage, needs no warm-up at all",
+        ),
+        imports=("from snippets.parallel.pipeline.pipeline_schedules import Action\n"),
+    ),
+    Exercise(
+        name="bubble_fraction",
+        title="the pipeline bubble",
+        note="2026-12-01-pipeline-schedules",
+        function=bubble_formula,
+        check=check_bubble_fraction,
+        solution="snippets/parallel/pipeline/pipeline_formulas.py:bubble",
+        signature="def bubble_formula(name: str, p: int, m: int) -> Fraction:",
+        doc=(
+            "The bubble of schedule name ('gpipe' or '1f1b') on p pipeline ranks with\n"
+            "m micro-batches: the share of p × (the step's time) that ranks sit\n"
+            "idle, with a forward and a backward each taking one unit on every rank.\n"
+            "A number from 0 (no idle time) to 1; a Fraction keeps it exact."
+        ),
+        hints=(
+            "draw the plan on squared paper for p = 3, m = 4 and count",
+            "how many slots does the step last, and how many are busy per rank?",
+        ),
+        imports="from fractions import Fraction\n",
+    ),
+]

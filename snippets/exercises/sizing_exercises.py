@@ -1,0 +1,190 @@
+"""Exercises of "Sizing": a GPT's parameter count and ZeRO's bytes per GPU.
+
+The parameter count is held to the real model: ``sum(p.numel())`` of the tiny GPT
+built with the same dimensions (``parameters()`` yields a tied weight once), and to
+GPT-2 small's published 124,439,808. ZeRO's bytes are held to the paper's own table
+(Rajbhandari et al. 2020, arXiv:1910.02054, Figure 1: 7.5B parameters on 64 GPUs,
+120 GB, 31.4 GB, 16.6 GB and 1.88 GB) and to its definition of the stages: P_os
+shards the optimizer states, P_os+g the gradients too, P_os+g+p the parameters too.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from snippets.exercises.grader import Case, Exercise, Grade
+from snippets.models.tiny_gpt import GPT, GPTConfig
+from snippets.parallel.sharded.zero_memory import model_state_bytes
+from snippets.sizing.params import total_params
+
+# GPT-2 small, as published (huggingface.co/openai-community/gpt2): its dimensions,
+# and the parameter count of the released checkpoint, tied head counted once.
+GPT2_SMALL = {"V": 50257, "s": 1024, "L": 12, "h": 768, "a": 12}
+GPT2_SMALL_PARAMS = 124_439_808
+
+GPT_SHAPES = (  # V, s, L, h, a, tied, bias
+    (64, 16, 2, 32, 2, True, True),  # the tiny GPT every snippet trains
+    (37, 7, 3, 15, 3, False, False),  # odd sizes, nothing shared, no biases
+    (50, 9, 1, 24, 4, False, True),
+    (29, 11, 4, 16, 2, True, False),
+)
+
+
+def as_number(case: Case, got, what: str) -> torch.Tensor | None:
+    try:
+        return torch.tensor(float(got), dtype=torch.float64)
+    except (TypeError, ValueError):
+        case.fail(f"{what} is {type(got).__name__}, not a number")
+        return None
+
+
+def check_gpt_params(fn, grade: Grade) -> None:
+    for V, s, L, h, a, tied, bias in GPT_SHAPES:
+        title = (
+            f"V={V} s={s} L={L} h={h}, {'tied' if tied else 'untied'} head, "
+            f"{'biases' if bias else 'no biases'}"
+        )
+        with grade.case(title) as case:
+            got = case.call(fn, "gpt", V, s, L, h, a, a, 4 * h, tied, bias)
+            got = as_number(case, got, "the count")
+            if got is None:
+                continue
+            config = GPTConfig(V, s, L, a, h, bias=bias, tie_embeddings=tied)
+            want = sum(p.numel() for p in GPT(config).parameters())  # the oracle
+            norms = (2 * L + 1) * h * (1 + bias)
+            case.equal(
+                got,
+                torch.tensor(float(want), dtype=torch.float64),
+                "the count",
+                mistakes=(
+                    (want + V * h, "the tied head is counted: it is the embedding"),
+                    (want - norms, "the LayerNorms are left out (2 a layer + 1)"),
+                    (want - h * (1 + bias), "the final LayerNorm is missing"),
+                    (want - s * h, "the position embedding (s × h) is missing"),
+                    (
+                        sum(
+                            p.numel()
+                            for n, p in GPT(config).named_parameters()
+                            if not n.endswith(".bias")
+                        ),
+                        "the biases are left out (every Linear and LayerNorm has one)",
+                    ),
+                ),
+            )
+    with grade.case("GPT-2 small: 124,439,808, as published") as case:
+        g = GPT2_SMALL
+        args = ("gpt", g["V"], g["s"], g["L"], g["h"], g["a"], g["a"], 4 * g["h"])
+        got = as_number(case, case.call(fn, *args, True, True), "the count")
+        if got is not None:
+            want = torch.tensor(float(GPT2_SMALL_PARAMS), dtype=torch.float64)
+            case.equal(got, want, "the count")
+
+
+# The paper's Figure 1: Ψ = 7.5B, N_d = 64, K = 12, fp16 parameters and gradients.
+PAPER_PSI, PAPER_N = 7.5e9, 64
+PAPER_GB = {0: 120, 1: 31.4, 2: 16.6, 3: 1.88}
+# and its stages: which of (parameters, gradients, optimizer) each one shards
+SHARDED = {0: (), 1: ("optimizer",), 2: ("gradients", "optimizer")}
+SHARDED[3] = ("parameters", "gradients", "optimizer")
+PARTS = ("parameters", "gradients", "optimizer")
+
+
+def check_zero_memory(fn, grade: Grade) -> None:
+    shapes = ((1e6, 4, 2, 2, 12), (3e5, 3, 4, 4, 8), (1e6, 1, 2, 2, 12))
+    for psi, N, p, g, K in shapes:
+        for stage in range(4):
+            title = f"stage {stage}, Ψ={psi:g}, N={N}, (p, g, K)=({p}, {g}, {K})"
+            with grade.case(title) as case:
+                got = case.call(fn, stage, psi, N, p, g, K)
+                if not isinstance(got, dict) or set(PARTS) - set(got):
+                    case.fail(f"it returns no dict with {', '.join(PARTS)} and total")
+                    continue
+                full = {
+                    "parameters": p * psi,
+                    "gradients": g * psi,
+                    "optimizer": K * psi,
+                }
+                want = {
+                    part: full[part] / (N if part in SHARDED[stage] else 1)
+                    for part in PARTS
+                }
+                for part in PARTS:
+                    value = as_number(case, got[part], part)
+                    if value is None:
+                        break
+                    other = full[part] / N if want[part] == full[part] else full[part]
+                    hint = (
+                        f"{part} are sharded only from stage "
+                        f"{min(s for s in SHARDED if part in SHARDED[s])}: stage 1 "
+                        "shards the optimizer states, 2 the gradients too, 3 all"
+                    )
+                    case.equal(
+                        value,
+                        torch.tensor(want[part], dtype=torch.float64),
+                        f"{part} bytes",
+                        rtol=1e-12,
+                        mistakes=((other, hint),) if N > 1 else (),
+                    )
+                value = as_number(case, got.get("total"), "total")
+                if value is not None:
+                    total = torch.tensor(sum(want.values()), dtype=torch.float64)
+                    case.equal(value, total, "total bytes", rtol=1e-12)
+
+    for stage, gb in PAPER_GB.items():
+        with grade.case(f"the paper's stage {stage}: {gb} GB on each of 64") as case:
+            got = case.call(fn, stage, PAPER_PSI, PAPER_N, 2, 2, 12)
+            if not isinstance(got, dict) or "total" not in got:
+                case.fail("it returns no dict with a 'total' (and each part)")
+                continue
+            total = as_number(case, got["total"], "total")
+            if total is not None:  # the paper prints 3 significant digits
+                want = torch.tensor(gb * 1e9, dtype=torch.float64)
+                case.equal(total / 1e9, want / 1e9, "GB in total", rtol=5e-3)
+
+
+EXERCISES = [
+    Exercise(
+        name="zero_memory",
+        title="ZeRO's bytes per GPU",
+        note="2026-12-01-zero-by-hand",
+        function=model_state_bytes,
+        check=check_zero_memory,
+        solution="snippets/parallel/sharded/zero_memory.py:formulas",
+        doc=(
+            "Bytes of model state one of N data-parallel ranks holds under ZeRO stage\n"
+            "stage (0: plain data parallelism, 1-3 as Rajbhandari et al. 2020), for\n"
+            "psi parameters that cost p bytes each, their gradients g bytes each and\n"
+            "the optimizer's state K bytes each (mixed-precision Adam: p = g = 2,\n"
+            "K = 12 with the fp32 master copy). Returns a dict of 'parameters',\n"
+            "'gradients', 'optimizer' and their 'total'."
+        ),
+        hints=(
+            "each stage shards one more of the three, in the paper's order",
+            "a sharded part is divided by N; the others are whole on every rank",
+        ),
+        imports="",
+    ),
+    Exercise(
+        name="gpt_params",
+        title="a GPT's parameter count",
+        note="2026-12-01-sizing",
+        function=total_params,
+        check=check_gpt_params,
+        solution="snippets/sizing/params.py:params",
+        doc=(
+            "Every parameter of a GPT (arch 'gpt': GPT-2, GPT-3, the tiny GPT) with\n"
+            "vocabulary V, sequence length s, L layers of width h, a heads (kv = a\n"
+            "key/value heads) and an MLP h → ffn → h, each parameter counted once.\n"
+            "Learned token (V × h) and position (s × h) embeddings; in each layer a\n"
+            "LayerNorm before attention (q, k, v, o: h × h each) and one before the\n"
+            "MLP; a final LayerNorm; the head h → V, tied to the token embedding when\n"
+            "tied. bias: every Linear and LayerNorm has a bias (the head has none)."
+        ),
+        hints=(
+            "count one layer, then L of them, then what sits outside the layers",
+            "a LayerNorm has a weight of h and, with biases, a bias of h",
+            "a tied head shares its weight: no new parameters",
+        ),
+        imports="",
+    ),
+]

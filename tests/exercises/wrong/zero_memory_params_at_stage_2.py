@@ -1,0 +1,13 @@
+"""Wrong: stage 2 shards the parameters too, one stage early."""
+
+
+def model_state_bytes(stage, psi, N, p, g, K):
+    params = p * psi / (N if stage >= 2 else 1)
+    grads = g * psi / (N if stage >= 2 else 1)
+    optimizer = K * psi / (N if stage >= 1 else 1)
+    return {
+        "parameters": params,
+        "gradients": grads,
+        "optimizer": optimizer,
+        "total": params + grads + optimizer,
+    }

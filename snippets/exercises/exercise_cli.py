@@ -130,6 +130,8 @@ def render(ex: grader.Exercise, outcome: grader.Outcome) -> list[str]:
             "gets a message of another size)"
         )
     elif outcome.stopped is not None and "past the" in outcome.stopped:
+        if not outcome.waits:  # one process, stopped by the alarm: its line is above
+            return lines
         lines.append("  the ranks stopped; where each one waited:")
         for r, wait in sorted(outcome.waits.items()):
             lines.append(f"        rank {r} waited on {wait}")

@@ -445,7 +445,8 @@ def stub(exercise: Exercise, command: str) -> str:
         f"{fn.__name__} passes.{built}\n"
         f'"""\n\n'
         f"from __future__ import annotations\n\n"
-        f"{exercise.imports.rstrip()}\n\n\n"
+        + (f"{exercise.imports.rstrip()}\n\n" if exercise.imports.strip() else "")
+        + "\n"
         f"{exercise.signature.strip() or _signature_text(fn)}\n{body}\n{hints}"
         f'    raise NotImplementedError("{fn.__name__}: your code goes here")\n'
     )

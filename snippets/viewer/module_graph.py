@@ -13,7 +13,8 @@ a proxy). It runs ``model(*args, **kwargs)`` once, for real, with a forward pre-
 and hook on every module, inside ``FlopCounterMode``:
 
 - a node is one call of an innermost module (one during which no other module of the
-  tree ran): its type, the shapes of what it returned, the FLOPs counted inside it;
+  tree ran), named for it (``decoder.norm()``; ``shared.fc()#2`` for a second call):
+  its type, the shapes of what it returned, the FLOPs counted inside it;
 - an edge joins the call that made a tensor to each call that took it; code between
   modules (a residual add, a reshape) is followed by a ``TorchFunctionMode`` that
   passes each tensor's makers on to what is computed from it;
@@ -212,8 +213,8 @@ def module_graph(model: torch.nn.Module, args: tuple, kwargs: dict) -> dict:
         if call["inner"]:  # its own code between its children's calls
             extra[name] = extra.get(name, 0) + spent - call["children"]
             return
-        k = calls[name] = calls.get(name, -1) + 1
-        node = (name or type(m).__name__) + (f"@{k}" if k else "")
+        k = calls[name] = calls.get(name, 0) + 1  # "shared.fc()", "shared.fc()#2"
+        node = (name or type(m).__name__) + "()" + (f"#{k}" if k > 1 else "")
         while node in taken:
             node += "'"
         taken.add(node)

@@ -37,9 +37,9 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from snippets.core.errors import UsageError
 from snippets.viewer.graph_capture import CaptureError, capture, first_line
-from snippets.viewer.module_graph import (  # noqa: F401 - ancestors, describe: re-exported
-    ancestors,
-    describe,
+from snippets.viewer.module_graph import (
+    ancestors,  # noqa: F401 - re-exported: the bench and the tests import it here
+    describe,  # noqa: F401 - re-exported, as ancestors
     first_names,
     module_graph,
     module_table,

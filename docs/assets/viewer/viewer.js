@@ -236,10 +236,15 @@
       this.apply();
       const n = focus === undefined ? null : this.nodes.get("m:" + focus);
       if (!n || whole >= K_MIN) return;
-      const box = this.itemBox(n), left = box.left - b.left, top = box.top - b.top;
+      // the module, under the head of the module holding it when both fit
+      const dot = focus.lastIndexOf("."), own = this.itemBox(n);
+      const up = dot > 0 ? this.nodes.get("m:" + focus.slice(0, dot)) : null;
+      const outer = up ? this.itemBox(up) : own;
+      const box = own.bottom - outer.top <= b.height - 20 ? outer : own;
+      const left = own.left - b.left, top = box.top - b.top;
       const v = this.view; // then no more empty room past the graph than needed
       if (L.w * k > b.width) // centred if it is narrow enough, else its left edge
-        v.x = Math.max(v.x + (box.width < b.width - 20 ? (b.width - box.width) / 2
+        v.x = Math.max(v.x + (own.width < b.width - 20 ? (b.width - own.width) / 2
           : 10) - left, b.width - 10 - L.w * k);
       if (L.h * k > b.height) v.y = Math.max(v.y + 10 - top, b.height - 10 - L.h * k);
       this.apply();
@@ -617,9 +622,10 @@
       const item = (cls, label, dot) => {
         const it = html("span", "cp-viewer__keyitem", k);
         const sw = make("svg", { width: 22, height: 14, "aria-hidden": "true" }, it);
-        if (dot) make("circle", { cx: 11, cy: 7, r: 5 }, make("g", { class: cls }, sw));
+        if (dot) make("circle", { cx: 11, cy: 7, r: 5 },
+          make("g", { class: "cp-viewer__swatch " + cls }, sw));
         else make("rect", { x: 1, y: 1, width: 20, height: 12, rx: 3 },
-          make("g", { class: "cp-node " + cls }, sw));
+          make("g", { class: "cp-viewer__swatch " + cls }, sw));
         html("span", "", it, label);
       };
       for (let s = 0; s < d.pp; s++) item("cp-stage-" + (s % STAGES), "stage " + s);
@@ -632,7 +638,7 @@
       const kinds = new Set(O.colls.map((c) => c.kind));
       for (const [kind, label] of [["tp", "TP collective"], ["pp", "PP send/recv"],
         ["cp", "CP ring"], ["dp", d.zero ? "ZeRO collective" : "DP all-reduce"]])
-        if (kinds.has(kind)) item("cp-coll cp-kind-" + kind, label, true);
+        if (kinds.has(kind)) item("cp-kind-" + kind, label, true);
     }
     rankTable() {
       const t = this.table, d = this.degrees;

@@ -18,10 +18,12 @@ and ``bytes`` count each parameter once, under the module that registers it firs
 sum up the tree, so the root holds ``sum(p.numel())`` even with tied weights; a
 module's ``tied`` lists those it uses but does not own (a pipeline stage may need its
 own copy). Parameter and buffer placeholders are not operations: they live in their
-module's ``tensors``.
+module's ``tensors``. A module that is shared (one object under two names) is one
+entry, by its first name, with the others in ``aliases`` (``module_graph``).
 
-A model neither tracer can capture is a ``UsageError``: one line naming the line of the
-model that failed and what each tracer said.
+A model neither tracer can capture but that runs eagerly is drawn at module level
+(``module_graph``: forward hooks on one real call); the graph then says ``"level":
+"module"`` and ``why``, the line of the model that failed and what each tracer said.
 """
 
 from __future__ import annotations
@@ -34,22 +36,15 @@ import torch.fx
 from torch.utils.flop_counter import FlopCounterMode
 
 from snippets.core.errors import UsageError
-from snippets.viewer.graph_capture import capture, first_line
-
-
-def describe(value: Any) -> list[dict | None]:
-    """What a node produced: one entry per output, ``None`` for a non-tensor."""
-    items = value if isinstance(value, (tuple, list)) else [value]
-    return [
-        {
-            "shape": list(v.shape),
-            "dtype": str(v.dtype).removeprefix("torch."),
-            "bytes": v.numel() * v.element_size(),
-        }
-        if isinstance(v, torch.Tensor)
-        else None
-        for v in items
-    ]
+from snippets.viewer.graph_capture import CaptureError, capture, first_line
+from snippets.viewer.module_graph import (
+    ancestors,  # noqa: F401 - re-exported: the bench and the tests import it here
+    describe,  # noqa: F401 - re-exported, as ancestors
+    first_names,
+    module_graph,
+    module_table,
+    roll_up,
+)
 
 
 def op_name(node: torch.fx.Node, gm: torch.fx.GraphModule) -> str:
@@ -63,17 +58,18 @@ def op_name(node: torch.fx.Node, gm: torch.fx.GraphModule) -> str:
     return getattr(node.target, "__name__", str(node.target))
 
 
-def module_of(node: torch.fx.Node, known: set[str]) -> str:
-    """The deepest module on the node's stack that ``named_modules()`` knows."""
+def module_of(node: torch.fx.Node, names: dict[str, str]) -> str:
+    """The deepest module on the node's stack, by the name ``named_modules()`` gives
+    it (a shared module's other names map to its first: ``names``)."""
     if node.op == "call_module":
-        return str(node.target)
+        return names.get(str(node.target), str(node.target))
     stack = node.meta.get("nn_module_stack") or {}
     for fqn, _type in reversed(list(stack.values())):
         fqn = re.sub(r"@\d+$", "", fqn)  # a module called twice: "blocks.0@1"
-        while fqn not in known and "." in fqn:
+        while fqn not in names and "." in fqn:
             fqn = fqn.rsplit(".", 1)[0]
-        if fqn in known:
-            return fqn
+        if fqn in names:
+            return names[fqn]
     return ""
 
 
@@ -96,68 +92,31 @@ class Recorder(torch.fx.Interpreter):
 # --8<-- [end:recorder]
 
 
-def param_table(model: torch.nn.Module) -> dict[str, list[dict]]:
-    """Module id → the tensors it registers itself (shared ones counted once)."""
-    table: dict[str, list[dict]] = {name: [] for name, _ in model.named_modules()}
-    for kind, named in (
-        ("parameter", model.named_parameters()),
-        ("buffer", model.named_buffers()),
-    ):
-        for full, t in named:
-            owner, _, leaf = full.rpartition(".")
-            table[owner].append(
-                {
-                    "name": leaf,
-                    "kind": kind,
-                    "shape": list(t.shape),
-                    "dtype": str(t.dtype).removeprefix("torch."),
-                    "numel": t.numel(),
-                    "bytes": t.numel() * t.element_size(),
-                }
-            )
-    return table
-
-
-def tied_table(model: torch.nn.Module) -> dict[str, list[dict]]:
-    """Module id → the parameters it uses but another module registered first (the
-    GPT's head reuses the token embedding): ``owner`` names that module."""
-    first: dict[int, str] = {}
-    table: dict[str, list[dict]] = {name: [] for name, _ in model.named_modules()}
-    for full, t in model.named_parameters(remove_duplicate=False):
-        if id(t) not in first:
-            first[id(t)] = full
-            continue
-        owner, _, leaf = full.rpartition(".")
-        table[owner].append(
-            {
-                "name": leaf,
-                "kind": "parameter",
-                "owner": first[id(t)].rpartition(".")[0],
-                "shape": list(t.shape),
-                "dtype": str(t.dtype).removeprefix("torch."),
-                "numel": t.numel(),
-                "bytes": t.numel() * t.element_size(),
-            }
-        )
-    return table
-
-
 def export_graph(
-    model: torch.nn.Module, args: tuple, method: str = "auto"
+    model: torch.nn.Module,
+    args: tuple,
+    method: str = "auto",
+    kwargs: dict | None = None,
 ) -> dict[str, Any]:
-    """The viewer's graph of ``model(*args)``; ``method``: auto, export or fx."""
-    gm, values, inputs, source = capture(model, args, method)
+    """The viewer's graph of ``model(*args, **kwargs)``; ``method``: auto, export, fx
+    or modules. Auto falls back to modules when neither tracer captures the model."""
+    kwargs = kwargs or {}
+    if method == "modules":
+        return eager_graph(model, args, kwargs, "asked for (--method modules)")
+    try:
+        gm, values, inputs, source = capture(model, args, method, kwargs)
+    except CaptureError as exc:
+        if method != "auto":
+            raise
+        return eager_graph(model, args, kwargs, exc.why)
     try:
         with FlopCounterMode(display=False) as counter, torch.no_grad():
             rec = Recorder(gm, counter)
             rec.run(*values)
     except Exception as exc:  # noqa: BLE001 - the example input does not fit
-        raise UsageError(
-            f"cannot run {type(model).__name__} on the example input: "
-            f"{first_line(exc)} (check --input-shape or --example)"
-        ) from None
-    tensors, tied = param_table(model), tied_table(model)
-    known = set(tensors)
+        raise unfit(model, exc) from None
+    modules = module_table(model)
+    names = first_names(model)
     ops, kept = [], set(inputs)
     output_node = None
     for n in gm.graph.nodes:
@@ -169,38 +128,14 @@ def export_graph(
             {
                 "id": n.name,
                 "op": op_name(n, gm),
-                "module": module_of(n, known),
+                "module": module_of(n, names),
                 "inputs": [a.name for a in n.all_input_nodes if a.name in kept],
                 "out": rec.out[n.name],
                 "flops": int(rec.flops[n.name]),
             }
         )
         kept.add(n.name)
-    modules = []
-    for name, m in model.named_modules():
-        own = tensors[name]
-        modules.append(
-            {
-                "id": name,
-                "name": name.rsplit(".", 1)[-1] if name else type(m).__name__,
-                "type": type(m).__name__,
-                "parent": name.rpartition(".")[0] if name else None,
-                "tensors": own,
-                "tied": tied[name],
-                "own_params": sum(t["numel"] for t in own if t["kind"] == "parameter"),
-                "own_bytes": sum(t["bytes"] for t in own if t["kind"] == "parameter"),
-            }
-        )
-    by_id = {m["id"]: m for m in modules}
-    for m in modules:
-        m["params"] = m["bytes"] = m["flops"] = 0
-    for m in modules:  # own counts flow up to every ancestor
-        for anc in ancestors(m["id"]):
-            by_id[anc]["params"] += m["own_params"]
-            by_id[anc]["bytes"] += m["own_bytes"]
-    for op in ops:
-        for anc in ancestors(op["module"]):
-            by_id[anc]["flops"] += op["flops"]
+    roll_up(modules, ops)
     outs = [a.name for a in (output_node.all_input_nodes if output_node else [])]
     return {
         "model": type(model).__name__,
@@ -212,7 +147,17 @@ def export_graph(
     }
 
 
-def ancestors(module_id: str) -> list[str]:
-    """``"a.b"`` → ``["a.b", "a", ""]``: the module and every module above it."""
-    parts = module_id.split(".") if module_id else []
-    return [".".join(parts[:i]) for i in range(len(parts), -1, -1)]
+def eager_graph(model: torch.nn.Module, args: tuple, kwargs: dict, why: str) -> dict:
+    """The module-level graph of one eager call, saying why it is not op level."""
+    try:
+        graph = module_graph(model, args, kwargs)
+    except Exception as exc:  # noqa: BLE001 - the example input does not fit
+        raise unfit(model, exc) from None
+    return graph | {"source": "forward hooks", "why": why}
+
+
+def unfit(model: torch.nn.Module, exc: BaseException) -> UsageError:
+    return UsageError(
+        f"cannot run {type(model).__name__} on the example input: "
+        f"{first_line(exc)} (check --input-shape or --example)"
+    )

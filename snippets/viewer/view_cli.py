@@ -2,22 +2,29 @@
 
     python -m snippets view package.module:factory [--input-shape 1,128 |
         --example package.module:inputs] [--input-dtype auto|float32|int64]
-        [--method auto|export|fx] [--out DIR] [--open]
+        [--method auto|export|fx|modules] [--out DIR] [--open]
     python -m snippets view tiny_gpt        # ready-made: the shared GPT
     python -m snippets view llama_block     # ready-made: a Llama-style block
 
 ``factory`` is anything that returns an ``nn.Module`` when called with no arguments (a
 function, a class) or a module itself. The example input is either a shape (a tensor
 of zeros: int64 when the model has an ``nn.Embedding``, else float32, unless
-``--input-dtype`` says) or ``package.module:inputs``, a tuple of tensors or a function
-returning one. The page and its scripts go into ``--out`` (default ``model-view``);
-the command prints where. Bad input of any kind is one line and exit status 2.
+``--input-dtype`` says) or ``package.module:inputs``, the arguments of one call: a
+tensor, a tuple of them, a tuple ending in a dict of keyword arguments (``(src, tgt,
+{"tgt_mask": mask})``), or a function returning one of these. The page and its
+scripts go into ``--out`` (default ``model-view``); the command prints where.
+
+``torch.export`` captures the model, else ``torch.fx``; when neither can (a check on a
+tensor's values, as ``nn.Transformer`` makes of a causal mask), the page draws the
+model at module level from one eager call, and says so (``--method modules`` asks for
+that). Bad input of any kind is one line and exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import textwrap
 import webbrowser
 from pathlib import Path
 from typing import Any
@@ -76,6 +83,7 @@ def build_model(target: str) -> torch.nn.Module:
 
 
 def example_inputs(opts: argparse.Namespace, model: torch.nn.Module) -> tuple:
+    """(positional arguments, keyword arguments) of the example call."""
     if opts.example:
         value = resolve(opts.example)
         value = value() if callable(value) else value
@@ -84,12 +92,15 @@ def example_inputs(opts: argparse.Namespace, model: torch.nn.Module) -> tuple:
             raise UsageError(
                 f"{opts.example} gave a {type(value).__name__}, not tensors"
             )
-        return tuple(value)
+        value = tuple(value)
+        if value and isinstance(value[-1], dict):
+            return value[:-1], value[-1]
+        return value, {}
     dtype = DTYPES.get(opts.input_dtype)
     if dtype is None:  # auto: token ids for a model that embeds them
         embeds = any(isinstance(m, torch.nn.Embedding) for m in model.modules())
         dtype = torch.int64 if embeds else torch.float32
-    return (torch.zeros(opts.input_shape, dtype=dtype),)
+    return (torch.zeros(opts.input_shape, dtype=dtype),), {}
 
 
 def build_parser() -> OneLineParser:
@@ -101,7 +112,9 @@ def build_parser() -> OneLineParser:
     given.add_argument("--input-shape", type=shape, metavar="SHAPE", help="e.g. 1,128")
     given.add_argument("--example", metavar="MOD:INPUTS", help="pkg.module:inputs")
     p.add_argument("--input-dtype", choices=["auto", *DTYPES], default="auto")
-    p.add_argument("--method", choices=["auto", "export", "fx"], default="auto")
+    p.add_argument(
+        "--method", choices=["auto", "export", "fx", "modules"], default="auto"
+    )
     p.add_argument("--out", default="model-view", help="folder for the page")
     p.add_argument("--open", action="store_true", help="open it in a browser")
     return p
@@ -119,9 +132,12 @@ def view(argv: list[str] | None = None) -> int:
         if not opts.example and not opts.input_shape:
             raise UsageError("give an example input: --input-shape or --example")
         model = build_model(target)
-        graph = annotate(export_graph(model, example_inputs(opts, model), opts.method))
+        args, kwargs = example_inputs(opts, model)
+        graph = annotate(export_graph(model, args, opts.method, kwargs))
         index = write_page(graph, Path(opts.out))
-        print(summary(graph))
+        print(textwrap.fill(summary(graph), 88))
+        if graph.get("level") == "module":
+            print(textwrap.fill(f"at module level: no tracer: {graph['why']}", 88))
         print(f"page: {index.resolve()}")
         if opts.open:
             webbrowser.open(index.resolve().as_uri())

@@ -54,11 +54,13 @@ def inline_json(graph: dict) -> str:
 
 
 def summary(graph: dict) -> str:
-    root = graph["modules"][0]
+    root, ops = graph["modules"][0], len(graph["ops"])
+    nodes, source = f"{ops} ops", graph["source"]
+    if graph.get("level") == "module":  # no tracer captured it: module calls
+        nodes, source = f"{ops} module calls", f"module level, {source}"
     return (
-        f"{graph['model']}: {len(graph['ops'])} ops in {len(graph['modules'])} "
-        f"modules, {root['params']:,} params, {root['flops']:,} forward FLOPs "
-        f"({graph['source']})"
+        f"{graph['model']}: {nodes} in {len(graph['modules'])} modules, "
+        f"{root['params']:,} params, {root['flops']:,} forward FLOPs ({source})"
     )
 
 

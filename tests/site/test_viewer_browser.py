@@ -2,16 +2,33 @@
 renders collapsed, expands and collapses, searches, recolours under the parallelism
 overlay, and logs no error; the overlay's bytes, in its table and on every marker
 (DP and ZeRO ones on the modules, collapsed or open, too), equal the Python
-overlay's and the sizing calculator's estimate()."""
+overlay's and the sizing calculator's estimate(). It stays legible: no text under
+11 px on screen after "Expand all", on a desktop and on a phone; a toggle refits the
+view around its module; the ranks table fits the note's column or scrolls as a
+focusable region; the overlay has a key; each node's accessible name is its text.
+And `view` pages of two models nobody here wrote, served over loopback: one with a
+shared submodule, and nn.Transformer with a causal mask, drawn at module level."""
 
 from __future__ import annotations
 
+import functools
+import http.server
 import json
+import os
 import re
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
-from test_browser import browser, open_page, served, url_of  # noqa: F401 - fixtures
+from test_browser import (  # noqa: F401 - fixtures
+    Quiet,
+    browser,
+    open_page,
+    served,
+    url_of,
+)
 
 from snippets.sizing import presets
 from snippets.sizing.estimate import estimate
@@ -26,6 +43,11 @@ START = re.compile(r'<script type="application/json" class="cp-viewer__start">(.
 FILL = "e => getComputedStyle(e.querySelector('rect')).fill"
 MARKS = "els => els.flatMap(e => JSON.parse(e.dataset.colls))"
 CELLS = "els => els.map(e => [e.dataset.col, Number(e.dataset.bytes)])"
+# the smallest text of the graph as drawn on screen: font size × the zoom it is under
+SMALLEST_TEXT = """() => Math.min(...[...document.querySelectorAll(
+    'figure.cp-viewer svg.cp-viewer__svg text')].map(t =>
+    parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a))"""
+REPO = Path(__file__).resolve().parents[2]
 
 
 def viewer_page(built_site: Path, slug: str) -> tuple[Path, dict, dict]:
@@ -152,3 +174,125 @@ def test_the_overlays_bytes_equal_the_calculators(
         assert top["buffers"] == pytest.approx(mem["buffers"], rel=1e-12)
     assert not page.foreign, f"tried to fetch from other hosts: {page.foreign}"
     assert not page.errors, page.errors
+
+
+def in_view(page, selector: str) -> bool:
+    """The element is in sight in the graph's viewport: all of its height, some of
+    its width (a group may be wider than a phone)."""
+    return page.locator(selector).evaluate(
+        """e => { const s = e.closest('svg').getBoundingClientRect(),
+        b = e.getBoundingClientRect();
+        return b.top >= s.top && b.bottom <= s.bottom
+          && b.right > s.left + 20 && b.left < s.right - 20; }"""
+    )
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_viewer_is_legible_on_a_desktop_and_a_phone(
+    open_page,  # noqa: F811
+    served,  # noqa: F811
+    built_site,
+    width,
+) -> None:
+    html, graph, _ = viewer_page(built_site, "model-viewer")
+    page = open_page(width=width)
+    page.goto(url_of(served, built_site, html))
+    page.locator("figure.cp-viewer .cp-node").first.wait_for(timeout=15000)
+    assert page.evaluate(SMALLEST_TEXT) >= 11  # collapsed
+    assert page.inner_text(".cp-viewer__info").strip()  # no empty panel under it
+    for m in graph["modules"]:  # the name a screen reader says is the text shown
+        if m["parent"] == "":
+            name = f"▸ {m['name']} · {m['type']}"
+            assert page.get_by_role("button", name=name).count() == 1, name
+
+    set_degrees(page, Degrees(dp=2, tp=2, pp=2, cp=1, zero=3))
+    key = page.locator(".cp-viewer__key")
+    text = key.inner_text()
+    for item in ("stage 0", "stage 1", "TP column split", "TP row split", "ZeRO-3"):
+        assert item in text, (item, text)
+    swatch = "e => getComputedStyle(e.querySelector('svg rect')).fill"
+    stage1 = key.locator(".cp-viewer__keyitem", has_text="stage 1").evaluate(swatch)
+    assert stage1 == page.locator('.cp-node[data-id="ln_f"]').evaluate(FILL)
+    region = page.locator(".cp-viewer__ranks")
+    client, scroll = region.evaluate("e => [e.clientWidth, e.scrollWidth]")
+    if width >= 1280:  # the note's column holds every column, "DP sent" included
+        assert scroll <= client, (scroll, client)
+    assert region.get_attribute("tabindex") == "0"  # scrolls by keyboard if it must
+    assert region.get_attribute("role") == "region" and region.get_attribute(
+        "aria-label"
+    )
+
+    page.locator('.cp-node[data-id="blocks"]').click()  # refit around it
+    page.locator('.cp-node[data-id="blocks.0"]').click()
+    page.wait_for_selector('.cp-node[data-id="blocks.0.attn"]')
+    for shown in ('.cp-node--head[data-id="blocks"]', '.cp-node[data-id="blocks.0"]'):
+        assert in_view(page, shown), shown  # the module and the head above it
+    page.get_by_role("button", name="Expand all").click()
+    page.wait_for_selector('.cp-node[data-id="blocks.1.attn.q"]')
+    assert page.evaluate(SMALLEST_TEXT) >= 11
+    assert not page.errors, page.errors
+
+
+@pytest.fixture(scope="module")
+def user_pages(tmp_path_factory):
+    """`view` run as a user runs it on two models of tests/viewer/test_module_graph.py,
+    the folder served over loopback: {name: url}."""
+    root = tmp_path_factory.mktemp("user-views")
+    env = {**os.environ, "PYTHONPATH": str(REPO / "tests" / "viewer")}
+    runs = {
+        "shared": ["test_module_graph:SharedBlocks", "--input-shape", "2,5,8"],
+        "transformer": [
+            "test_module_graph:transformer",
+            "--example",
+            "test_module_graph:transformer_inputs",
+        ],
+    }
+    for name, argv in runs.items():
+        cmd = [sys.executable, "-m", "snippets", "view", *argv, "--out", root / name]
+        proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+    handler = functools.partial(Quiet, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}/"
+    yield {name: f"{base}{name}/index.html" for name in runs}
+    server.shutdown()
+
+
+def test_a_model_with_a_shared_submodule(open_page, user_pages) -> None:  # noqa: F811
+    page = open_page()
+    page.goto(user_pages["shared"])
+    shared = page.locator('.cp-node[data-id="shared"]')
+    shared.wait_for(timeout=15000)
+    assert "shared = blocks.0 · Mixer" in shared.text_content()  # once, both names
+    page.locator('.cp-node[data-id="blocks"]').click()
+    page.wait_for_selector('.cp-node[data-id="blocks.1"]')
+    assert page.locator('.cp-node[data-id="blocks.0"]').count() == 0
+    shared.click()
+    assert "also named: blocks.0" in page.inner_text(".cp-viewer__info")
+    page.get_by_role("button", name="Expand all").click()
+    assert page.evaluate(SMALLEST_TEXT) >= 11
+    assert not page.foreign and not page.errors, (page.foreign, page.errors)
+
+
+def test_nn_transformer_with_a_causal_mask_at_module_level(
+    open_page,  # noqa: F811
+    user_pages,
+) -> None:
+    page = open_page()
+    page.goto(user_pages["transformer"])
+    page.locator('.cp-node[data-id="decoder"]').wait_for(timeout=15000)
+    note = page.inner_text(".cp-viewer__level")
+    assert note.startswith("Graph at module level") and "transformer.py" in note
+    drawn = page.locator(".cp-viewer__svg")
+    assert "tgt_mask 5×5" in drawn.text_content()  # the mask, an input
+    page.locator('.cp-node[data-id="decoder"]').click()
+    page.locator('.cp-node[data-id="decoder.layers"]').click()
+    page.locator('.cp-node[data-id="decoder.layers.0"]').click()
+    page.locator('.cp-node[data-id="decoder.layers.0.self_attn"]').click()
+    call = page.locator('.cp-node[data-id="decoder.layers.0.self_attn()"]')
+    call.wait_for()  # one call of the module, with the shape it returned
+    assert call.text_content() == "MultiheadAttention 5×2×16"
+    page.get_by_role("button", name="Expand all").click()
+    assert page.evaluate(SMALLEST_TEXT) >= 11
+    assert not page.foreign and not page.errors, (page.foreign, page.errors)

@@ -26,12 +26,17 @@ def test_untraceable_model_is_one_line_naming_the_line_and_both_tracers() -> Non
     assert "torch.export:" in text and "torch.fx:" in text
 
 
-def test_through_the_cli_exit_2_and_no_traceback(capsys) -> None:
+def test_through_the_cli_a_tracer_asked_for_is_exit_2_auto_falls_back(
+    capsys, tmp_path
+) -> None:
     argv = ["view", "test_graph_capture:DataDependent", "--input-shape", "3"]
-    assert main(argv) == 2
+    assert main([*argv, "--method", "fx", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: cannot capture")
     assert "Traceback" not in err
+    assert main([*argv, "--out", str(tmp_path)]) == 0  # runs eagerly: module level
+    out = capsys.readouterr().out
+    assert "at module level:" in out and "if x.sum() > 0:" in out
 
 
 def test_capture_returns_the_tracer_that_worked() -> None:

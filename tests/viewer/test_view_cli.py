@@ -50,6 +50,24 @@ def test_ready_made_and_own_model_pages(tmp_path, capsys) -> None:
     assert "tp" in graph["modules"][1] and "stack" in graph  # overlay annotations
 
 
+def test_models_nobody_here_wrote(tmp_path, capsys) -> None:
+    """A shared submodule and nn.Transformer with a causal mask (test_module_graph)."""
+    argv = ["view", "test_module_graph:SharedBlocks", "--input-shape", "2,5,8"]
+    assert main([*argv, "--out", str(tmp_path / "a")]) == 0
+    shared = {m["id"]: m for m in read_graph(tmp_path / "a")["modules"]}["shared"]
+    assert shared["aliases"] == ["blocks.0"]
+    capsys.readouterr()
+    argv = ["view", "test_module_graph:transformer"]
+    argv += ["--example", "test_module_graph:transformer_inputs"]
+    assert main([*argv, "--out", str(tmp_path / "b")]) == 0
+    out = capsys.readouterr().out
+    assert "at module level: no tracer: fails at transformer.py" in out
+    assert all(len(line) <= 88 for line in out.splitlines() if "page:" not in line)
+    graph = read_graph(tmp_path / "b")
+    assert graph["level"] == "module" and "stack" in graph  # overlay annotations
+    assert [i["id"] for i in graph["inputs"]] == ["src", "tgt", "tgt_mask"]
+
+
 @pytest.mark.parametrize(
     "argv, says",
     [

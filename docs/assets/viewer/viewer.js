@@ -8,11 +8,18 @@
    Edges between two children of a module are routed by that module's layout. Each
    open module's drawing is kept, in its own coordinates, and updated in place: a
    toggle moves the boxes around it and draws only what opened or closed.
+   Legibility: the smallest text is drawn at TEXT_MIN px and no zoom goes below scale
+   1, so every label is at least TEXT_MIN px on screen, after "Expand all" and on a
+   phone alike; what does not fit is panned to (drag, wheel, arrows, two fingers), and
+   each expand or collapse refits the view around the module it toggled. Boxes are as
+   wide as their text measures in the page's font.
    Keys: / search, + - zoom, 0 fit, e expand all, c collapse all, arrows pan,
    Enter or Space on a module toggles it. */
 (function () {
   "use strict";
-  const HEAD = 22, PAD = 10, BOX_H = 40, OP_H = 30, STAGES = 8;
+  const HEAD = 24, PAD = 10, BOX_H = 44, OP_H = 30, STAGES = 8;
+  const TEXT = 12, TEXT_MIN = 11; // px in the graph's own units (CSS: viewer.css)
+  const K_MIN = 1, K_MAX = 4; // zoom: never below TEXT_MIN px on screen
 
   const { svg: make, html } = window.CPDom; // docs/assets/javascripts/dom.js
   const num = (n) => (n >= 1e9 ? (n / 1e9).toFixed(2) + " G" : n >= 1e6
@@ -22,6 +29,15 @@
     ? (b / 2 ** 20).toFixed(2) + " MiB" : b >= 1024 ? (b / 1024).toFixed(1) + " KiB"
     : Math.round(b) + " B");
   const shape = (o) => (o ? o.shape.join("×") + " " + o.dtype : "–");
+  const widths = new Map(), ctx = document.createElement("canvas").getContext("2d");
+  function measure(text, px, family) { // the text's width as the SVG will draw it
+    const key = px + "\u0000" + text;
+    if (!widths.has(key)) {
+      ctx.font = px + "px " + family;
+      widths.set(key, Math.ceil(ctx.measureText(text).width));
+    }
+    return widths.get(key);
+  }
 
   class Model {
     constructor(g) {
@@ -82,9 +98,15 @@
     }
 
     build() {
-      const r = this.root;
+      const r = this.root, g = this.model.g;
       r.classList.add("cp-viewer--ready");
       r.setAttribute("tabindex", "0");
+      this.family = getComputedStyle(r).fontFamily || "sans-serif";
+      if (g.level === "module") // no tracer captured it: say what the nodes are
+        html("p", "cp-viewer__level", r, "Graph at module level: each node is one " +
+          "call of a module, recorded by forward hooks on an eager run (shapes, " +
+          "parameters and FLOPs per call; no operations inside a module). Neither " +
+          "tracer captured the model: " + g.why + ".");
       const bar = html("div", "cp-viewer__bar", r);
       const btn = (label, fn, key) => {
         const b = html("button", "cp-viewer__btn", bar, label);
@@ -123,66 +145,124 @@
           this.redraw();
         });
       }
+      this.legend = html("div", "cp-viewer__key", r);
       this.svg = make("svg", { class: "cp-viewer__svg", role: "group",
         "aria-label": "model graph: Tab to a node, Enter to expand" }, r);
       this.layer = make("g", {}, this.svg);
       this.panel = html("div", "cp-viewer__info", r);
       this.panel.setAttribute("aria-live", "polite");
+      this.hint();
       this.table = html("div", "cp-viewer__ranks", r);
+      this.table.tabIndex = 0; // a region that scrolls must be reachable by keyboard
+      this.table.setAttribute("role", "region");
+      this.table.setAttribute("aria-label", "bytes per rank, by pipeline stage");
       this.panZoom();
-      r.addEventListener("keydown", (e) => this.key(e));
+      r.addEventListener("keydown", (e) => this.onKey(e));
     }
 
+    // drag (mouse, pen, one finger) pans, once it has moved a few pixels (a tap stays
+    // a click on its node); two fingers pinch to zoom; the wheel pans, with Ctrl (a
+    // trackpad's pinch) it zooms
     panZoom() {
-      let drag = null;
+      const down = new Map();
+      let pinch = null;
+      const at = (e) => {
+        const b = this.svg.getBoundingClientRect();
+        return [e.clientX - b.left, e.clientY - b.top];
+      };
       this.svg.addEventListener("wheel", (e) => {
         e.preventDefault();
-        const b = this.svg.getBoundingClientRect();
-        this.zoom(Math.exp(-e.deltaY * 0.0015), e.clientX - b.left, e.clientY - b.top);
+        if (e.ctrlKey || e.metaKey) this.zoom(Math.exp(-e.deltaY * 0.01), ...at(e));
+        else this.pan(-e.deltaX, -e.deltaY);
       }, { passive: false });
       this.svg.addEventListener("pointerdown", (e) => {
-        if (e.target.closest(".cp-node")) return;
-        drag = { x: e.clientX - this.view.x, y: e.clientY - this.view.y };
-        this.svg.setPointerCapture(e.pointerId);
+        down.set(e.pointerId, { p: at(e), moved: false });
+        if (down.size === 2) {
+          const [a, b] = [...down.values()].map((d) => d.p);
+          pinch = { d: Math.hypot(a[0] - b[0], a[1] - b[1]) || 1, k: this.view.k };
+        }
       });
       this.svg.addEventListener("pointermove", (e) => {
-        if (!drag) return;
-        this.view.x = e.clientX - drag.x;
-        this.view.y = e.clientY - drag.y;
-        this.apply();
+        const d = down.get(e.pointerId);
+        if (!d) return;
+        const p = at(e), dx = p[0] - d.p[0], dy = p[1] - d.p[1];
+        if (!d.moved && Math.hypot(dx, dy) < 4) return;
+        if (!d.moved) this.svg.setPointerCapture(e.pointerId); // a drag, not a tap
+        d.moved = true;
+        d.p = p;
+        if (pinch && down.size === 2) {
+          const [a, b] = [...down.values()].map((v) => v.p);
+          const dist = Math.hypot(a[0] - b[0], a[1] - b[1]);
+          this.zoom((pinch.k * dist) / pinch.d / this.view.k, (a[0] + b[0]) / 2,
+            (a[1] + b[1]) / 2);
+        } else if (down.size === 1) this.pan(dx, dy);
       });
-      this.svg.addEventListener("pointerup", () => { drag = null; });
+      const up = (e) => {
+        down.delete(e.pointerId);
+        pinch = null;
+      };
+      this.svg.addEventListener("pointerup", up);
+      this.svg.addEventListener("pointercancel", up);
     }
     zoom(f, cx, cy) {
-      const v = this.view, k = Math.min(4, Math.max(0.1, v.k * f));
+      const v = this.view, k = Math.min(K_MAX, Math.max(K_MIN, v.k * f));
       v.x = cx - ((cx - v.x) * k) / v.k;
       v.y = cy - ((cy - v.y) * k) / v.k;
       v.k = k;
       this.apply();
     }
-    apply() {
-      const v = this.view;
-      this.layer.setAttribute("transform", `translate(${v.x},${v.y}) scale(${v.k})`);
-    }
-    fit() {
-      const b = this.svg.getBoundingClientRect(), L = this.layoutOf("");
-      // the whole width; the height only down to a legible scale (then scroll or pan)
-      const k = b.width > 40
-        ? Math.min(1.5, (b.width - 20) / L.w, Math.max(0.5, (b.height - 20) / L.h)) : 1;
-      this.view = { k, x: (b.width - L.w * k) / 2, y: 10 };
+    pan(dx, dy) {
+      this.view.x += dx;
+      this.view.y += dy;
       this.apply();
     }
-    key(e) {
+    apply() { // keep some of the graph in sight: no panning into the void
+      const v = this.view, L = this.layoutOf(""), b = this.svg.getBoundingClientRect();
+      const w = L.w * v.k, h = L.h * v.k, m = 40;
+      v.x = Math.min(Math.max(v.x, m - w), Math.max(b.width - m, m));
+      v.y = Math.min(Math.max(v.y, m - h), Math.max(b.height - m, m));
+      this.layer.setAttribute("transform", `translate(${v.x},${v.y}) scale(${v.k})`);
+    }
+    // The whole graph if it fits at a legible scale; else at scale K_MIN with the
+    // module just toggled (or the top of the graph) in sight.
+    fit(focus) {
+      const b = this.svg.getBoundingClientRect(), L = this.layoutOf("");
+      if (b.width < 40) return;
+      const whole = Math.min(1.5, (b.width - 20) / L.w, (b.height - 20) / L.h);
+      const k = Math.max(K_MIN, whole);
+      const x = L.w * k <= b.width ? (b.width - L.w * k) / 2 : 10;
+      const y = L.h * k <= b.height ? (b.height - L.h * k) / 2 : 10;
+      this.view = { k, x, y };
+      this.apply();
+      const n = focus === undefined ? null : this.nodes.get("m:" + focus);
+      if (!n || whole >= K_MIN) return;
+      // the module, under the head of the module holding it when both fit
+      const dot = focus.lastIndexOf("."), own = this.itemBox(n);
+      const up = dot > 0 ? this.nodes.get("m:" + focus.slice(0, dot)) : null;
+      const outer = up ? this.itemBox(up) : own;
+      const box = own.bottom - outer.top <= b.height - 20 ? outer : own;
+      const left = own.left - b.left, top = box.top - b.top;
+      const v = this.view; // then no more empty room past the graph than needed
+      if (L.w * k > b.width) // centred if it is narrow enough, else its left edge
+        v.x = Math.max(v.x + (own.width < b.width - 20 ? (b.width - own.width) / 2
+          : 10) - left, b.width - 10 - L.w * k);
+      if (L.h * k > b.height) v.y = Math.max(v.y + 10 - top, b.height - 10 - L.h * k);
+      this.apply();
+    }
+    itemBox(head) { // a module's box on screen: its group's, when it is open
+      const g = head.classList.contains("cp-node--head") ? head.parentNode : head;
+      return g.getBoundingClientRect();
+    }
+    onKey(e) {
       if (e.target === this.search) return;
-      const k = e.key, step = 60;
+      const k = e.key, step = 60, b = this.svg.getBoundingClientRect();
+      const mid = [b.width / 2, b.height / 2];
       const acts = {
-        "/": () => this.search.focus(), "+": () => this.zoom(1.25, 200, 150),
-        "=": () => this.zoom(1.25, 200, 150), "-": () => this.zoom(0.8, 200, 150),
+        "/": () => this.search.focus(), "+": () => this.zoom(1.25, ...mid),
+        "=": () => this.zoom(1.25, ...mid), "-": () => this.zoom(0.8, ...mid),
         "0": () => this.fit(), e: () => this.expandAll(), c: () => this.collapseAll(),
-        ArrowLeft: () => { this.view.x += step; this.apply(); },
-        ArrowRight: () => { this.view.x -= step; this.apply(); },
-        ArrowUp: () => { this.view.y += step; this.apply(); },
-        ArrowDown: () => { this.view.y -= step; this.apply(); },
+        ArrowLeft: () => this.pan(step, 0), ArrowRight: () => this.pan(-step, 0),
+        ArrowUp: () => this.pan(0, step), ArrowDown: () => this.pan(0, -step),
       };
       if (acts[k] && !e.target.matches("select")) {
         e.preventDefault();
@@ -200,6 +280,7 @@
       } else this.expanded.add(id);
       this.dirty(id);
       this.render(id);
+      this.fit(id); // the graph changed size: refit, the toggled module in sight
     }
     dirty(id) {
       // the module and every module above it: their layouts hold its size
@@ -233,7 +314,8 @@
         g.setNode("m:" + k, { width: size.w, height: size.h });
       }
       for (const o of m.ops)
-        g.setNode("o:" + o, { width: Math.max(70, 6.6 * this.opLabel(o).length + 18), height: OP_H });
+        g.setNode("o:" + o, { width: Math.max(70, this.textWidth(this.opLabel(o)) + 18),
+          height: OP_H });
       const tensors = new Map();
       for (const [u, v] of M.edgesAt.get(id) || []) {
         const a = M.childKey(id, u), b = M.childKey(id, v);
@@ -245,7 +327,8 @@
       for (const [key, us] of tensors) {
         const [a, b] = key.split("\u0000"), first = M.ops.get([...us][0]).out[0];
         const label = first ? first.shape.join("×") : "";
-        g.setEdge(a, b, { width: 6 * label.length, height: 12, label, tensors: [...us] });
+        g.setEdge(a, b, { width: this.textWidth(label, TEXT_MIN) + 4, height: TEXT_MIN + 3,
+          label, tensors: [...us] });
       }
       const t0 = performance.now();
       dagre.layout(g);
@@ -264,12 +347,21 @@
       return L;
     }
     boxWidth(k) {
-      const m = this.model.mods.get(k), title = m.name.length + m.type.length + 5;
-      const sub = (num(m.params) + num(m.flops) + this.badge(k)).length + 17;
-      return Math.max(110, 6.6 * Math.max(title, sub) + 18);
+      const title = this.textWidth(this.title(k, "▸")) + 14; // room for the DP dot
+      return Math.max(110, title, this.textWidth(this.subtitle(k), TEXT_MIN)) + 18;
+    }
+    textWidth(text, px) { return measure(text, px || TEXT, this.family); }
+    title(k, mark) { // a shared module is drawn once, with each name it has
+      const m = this.model.mods.get(k), names = [m.name, ...(m.aliases || [])];
+      return mark + " " + names.join(" = ") + " · " + m.type;
+    }
+    subtitle(k) {
+      const m = this.model.mods.get(k);
+      return num(m.params) + " params · " + num(m.flops) + " FLOPs" + this.badge(k);
     }
     opLabel(o) {
-      const op = this.model.ops.get(o), name = op.op.replace(/^aten\./, "");
+      const op = this.model.ops.get(o); // an input by its name: src, tgt, tgt_mask
+      const name = op.op === "input" ? op.id : op.op.replace(/^aten\./, "");
       return op.out[0] && op.op !== "output" ? name + " " + op.out[0].shape.join("×") : name;
     }
 
@@ -279,6 +371,7 @@
       this.views.clear();
       this.overlay = this.computeOverlay();
       this.rankTable();
+      this.keyTo();
       this.render();
       this.root.dataset.renderMs = (performance.now() - t0).toFixed(2);
     }
@@ -354,36 +447,30 @@
       for (const k of V.groups) this.collect(k);
     }
     group(it, key, nodes) {
-      const M = this.model;
       const el = make("g", { class: "cp-group " + this.ownClass(key, true) });
       const box = make("rect", { x: 0, y: 0, rx: 6, class: "cp-group__box" }, el);
       const head = make("g", { class: "cp-node cp-node--head", tabindex: 0,
-        role: "button", "aria-expanded": "true", "data-id": key,
-        "aria-label": "collapse " + key }, el);
+        role: "button", "aria-expanded": "true", "data-id": key }, el);
       const bar = make("rect", { x: 0, y: 0, height: HEAD - 4, rx: 6,
         class: "cp-group__head" }, head);
-      const title = "▾ " + M.mods.get(key).name + " · " + M.mods.get(key).type;
-      make("text", { x: 8, y: 13 }, head, title);
-      this.dpMark(head, key, true, 6.6 * title.length + 22, 9);
+      const title = this.title(key, "▾");
+      make("text", { x: 8, y: 15 }, head, title);
+      this.dpMark(head, key, true, this.textWidth(title) + 18, 10);
       this.bind(head, "m:" + key, nodes);
       el.appendChild(this.sync(key).el);
       return { el, open: true, box, head: bar };
     }
     node(it, isMod, key, nodes) {
-      const M = this.model;
       const cls = isMod ? "cp-node cp-node--module" : "cp-node cp-node--op";
       const g = make("g", { class: cls + " " + this.ownClass(key, isMod), tabindex: 0,
         role: "button", "data-id": key });
       make("rect", { x: 0, y: 0, width: it.w, height: it.h, rx: isMod ? 6 : 12 }, g);
       if (isMod) {
-        const m = M.mods.get(key);
-        g.setAttribute("aria-expanded", "false");
-        g.setAttribute("aria-label", "expand " + key);
-        make("text", { x: 8, y: 16 }, g, "▸ " + m.name + " · " + m.type);
-        make("text", { x: 8, y: 31, class: "cp-node__sub" }, g,
-          num(m.params) + " params · " + num(m.flops) + " FLOPs" + this.badge(key));
+        g.setAttribute("aria-expanded", "false"); // its name is its text, as shown
+        make("text", { x: 8, y: 18 }, g, this.title(key, "▸"));
+        make("text", { x: 8, y: 35, class: "cp-node__sub" }, g, this.subtitle(key));
         this.dpMark(g, key, false, it.w, 0); // on the corner
-      } else make("text", { x: 8, y: 19 }, g, this.opLabel(key));
+      } else make("text", { x: 9, y: 19 }, g, this.opLabel(key));
       this.bind(g, (isMod ? "m:" : "o:") + key, nodes);
       return { el: g, open: false };
     }
@@ -499,6 +586,7 @@
       if (key.startsWith("m:")) {
         const m = M.mods.get(key.slice(2));
         html("div", "cp-viewer__title", p, (m.id || "(model)") + " · " + m.type);
+        if (m.aliases) row("also named", m.aliases.join(", ") + " (one module, shared)");
         row("parameters", num(m.params) + " (" + bytes(m.bytes) + ")");
         row("FLOPs (forward)", num(m.flops));
         for (const t of m.tensors) row(t.kind + " " + t.name, t.shape.join("×") + " " + t.dtype + ", " + bytes(t.bytes));
@@ -522,14 +610,45 @@
         row("owner ranks", "stage " + s + ": " + O.ranksOfStage(s, d).join(", "));
       }
     }
+    hint() {
+      this.panel.textContent = "Hover, focus or tap a node: its shapes, parameters " +
+        "and FLOPs show here.";
+    }
+    // what the overlay's fills, borders and dots mean, for the degrees picked
+    keyTo() {
+      const k = this.legend, d = this.degrees, O = this.overlay;
+      k.textContent = "";
+      if (!O.on) return;
+      const item = (cls, label, dot) => {
+        const it = html("span", "cp-viewer__keyitem", k);
+        const sw = make("svg", { width: 22, height: 14, "aria-hidden": "true" }, it);
+        if (dot) make("circle", { cx: 11, cy: 7, r: 5 },
+          make("g", { class: "cp-viewer__swatch " + cls }, sw));
+        else make("rect", { x: 1, y: 1, width: 20, height: 12, rx: 3 },
+          make("g", { class: "cp-viewer__swatch " + cls }, sw));
+        html("span", "", it, label);
+      };
+      for (let s = 0; s < d.pp; s++) item("cp-stage-" + (s % STAGES), "stage " + s);
+      if (d.pp > 1) item("cp-stage-mixed", "on several stages");
+      if (d.tp > 1) {
+        item("cp-tp-column", "TP column split");
+        item("cp-tp-row", "TP row split");
+      }
+      if (d.zero === 3 && d.dp > 1) item("cp-zero3", "ZeRO-3 sharded");
+      const kinds = new Set(O.colls.map((c) => c.kind));
+      for (const [kind, label] of [["tp", "TP collective"], ["pp", "PP send/recv"],
+        ["cp", "CP ring"], ["dp", d.zero ? "ZeRO collective" : "DP all-reduce"]])
+        if (kinds.has(kind)) item("cp-kind-" + kind, label, true);
+    }
     rankTable() {
       const t = this.table, d = this.degrees;
       t.textContent = "";
       const rows = window.CPViewerOverlay.rankBytes(this.model.g, d);
-      const tab = html("table", "", t), head = html("tr", "", html("thead", "", tab));
+      const tab = html("table", "cp-viewer__table", t);
+      const head = html("tr", "", html("thead", "", tab));
       const cols = ["weights", "grads", "optimizer", "buffers", "total", "tp", "pp", "cp", "dp"];
       for (const c of ["stage", "ranks", ...cols.slice(0, 5), ...cols.slice(5).map((c) => c.toUpperCase() + " sent")])
-        html("th", "", head, c);
+        html("th", "", head, c).scope = "col";
       const body = html("tbody", "", tab);
       for (const r of rows) {
         const tr = html("tr", "", body);

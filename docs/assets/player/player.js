@@ -87,6 +87,11 @@
       const legend = html("p", "cp-player__legend", undefined,
         "solid arrow: added in · dashed: copied over · stripes: ranks summed" +
         (blocked ? " · dotted, crossed: sent, never received" : ""));
+      (anim.tints || []).forEach((t) => { // a key for the cells' fills, if any
+        const item = html("span", "cp-player__key", legend, " · ");
+        html("span", "cp-player__swatch", item).style.background = t.color;
+        item.append(" " + t.name);
+      });
       for (const e of [this.view, this.status, bar, legend]) fig.insertBefore(e, caption);
       fig.tabIndex = 0;
       fig.setAttribute("role", "group");
@@ -213,13 +218,19 @@
                                "data-value": value === null ? "" : String(value) }, root);
           const x = LABEL_W + i * cw;
           const what = a.slots ? a.slots[i] : "element " + i;
+          // an optional fill from a key (anim.tints), and the words a cell shows
+          const tint = frame.tints ? frame.tints[r][i] : null;
+          const shown = frame.text ? frame.text[r][i] : text;
+          const named = tint === null || tint === undefined ? "" : ", " + a.tints[tint].name;
           svg("title", {}, g, `rank ${r}, ${what}: ` + (!cell.length ? "empty"
+            : frame.text ? `${shown}${named}`
             : frame.values ? `ranks ${text}, ${value}` : `ranks ${text} summed = ${value}`));
-          svg("rect", { x: x + 1, y, width: cw - 2, height: CELL_H, rx: 3,
-                        class: "cp-player__box" }, g);
+          const box = svg("rect", { x: x + 1, y, width: cw - 2, height: CELL_H, rx: 3,
+                                    class: "cp-player__box" }, g);
+          if (named) Object.assign(box.style, { fill: a.tints[tint].color, fillOpacity: 0.4 });
           const t = svg("text", { x: x + cw / 2, y: y + 14, "text-anchor": "middle",
-                                  class: "cp-player__label" }, g, text);
-          if (frame.values && value !== null) { // a recorded value: after the ranks
+                                  class: "cp-player__label" }, g, shown);
+          if (frame.values && value !== null && !frame.text) { // recorded: after ranks
             svg("tspan", { class: "cp-player__value" }, t, " " + value);
           }
           if (t.textContent.length * 6.2 > cw - 6) {

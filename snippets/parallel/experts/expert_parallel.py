@@ -82,6 +82,7 @@ class ExpertParallelMoE(nn.Module):
         )
         self.comm = {"forward": 0, "backward": 0}  # rows this rank sent to others
         self.dropped, self.aux_loss = 0, torch.zeros(())
+        self.record: list | None = None  # set to a list: each forward's routing
 
     @classmethod
     def from_dense(cls, moe: MoE, group=None) -> ExpertParallelMoE:
@@ -111,6 +112,16 @@ class ExpertParallelMoE(nn.Module):
         back = AllToAll.apply(out, recv, send, self.group, self.comm)  # combine
         y = torch.zeros_like(x2).index_add(0, token, gate[:, None] * back)
         self.dropped, self.aux_loss = int((~keep).sum()), r.aux_loss
+        if self.record is not None:  # what ran, for the dispatch animation
+            self.record.append(
+                {
+                    "token": token.tolist(),
+                    "expert": expert.tolist(),
+                    "keep": keep.tolist(),
+                    "send": send,
+                    "recv": recv,
+                }
+            )
         return y.view_as(x)
 
 

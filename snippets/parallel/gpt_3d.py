@@ -148,11 +148,11 @@ def check_shape(world, dp, pp, cp, tp, cfg, batch, m, v, schedule, sp=True,
         raise UsageError("--ep and --top-k need --experts: they split and pick experts")
     if experts and not 1 <= top_k <= experts:
         raise UsageError(f"--top-k must be 1 to {experts} (the experts), got {top_k}")
-    check_ep(dp, ep)
     if experts % ep:
         raise UsageError(
-            f"{experts} experts do not split over --ep {ep}: use a divisor"
+            f"{experts} experts do not split over --ep {ep}; use a divisor"
         )
+    check_ep(dp, ep)
     return dp
 
 

@@ -49,8 +49,8 @@ EXPERT_AXES = ("ep", "expert_dp")  # folded over dp (and cp): not axes of the gr
 def check_ep(dp: int, ep: int) -> None:
     if ep < 1 or dp % ep:
         raise UsageError(
-            f"--ep {ep} does not divide dp = {dp}: expert parallel is folded over "
-            "data parallel, so choose an ep that divides dp"
+            f"--ep {ep} does not divide dp = {dp}: expert parallel folds over data "
+            "parallel; choose a divisor of dp"
         )
 
 

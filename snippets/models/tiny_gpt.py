@@ -65,8 +65,10 @@ class GPTConfig:
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd={self.n_embd} is not a multiple of {self.n_head}")
         E, k, c = self.num_experts, self.top_k, self.capacity_factor
-        if E < 0 or (E and not 1 <= k <= E):
-            raise ValueError(f"top_k={k} must be 1 to num_experts={E}; E ≥ 0")
+        if E < 0:
+            raise ValueError(f"num_experts={E} must be 0 (dense MLPs) or more")
+        if E and not 1 <= k <= E:
+            raise ValueError(f"top_k={k} must be 1 to num_experts={E}")
         if c is not None and not c > 0:
             raise ValueError(f"capacity_factor={c} must be above 0, or None")
 

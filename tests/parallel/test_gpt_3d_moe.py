@@ -1,17 +1,21 @@
-"""The 3D GPT with mixture-of-experts blocks at four ranks, one launch: experts split
-over ep = 2 beside data parallel (dp 4 = 2 replicas of each expert × ep 2), tensor
-and sequence parallel (dp 2 × tp 2, ep 2) and the pipeline (dp 2 × pp 2, ep 2). Each
-run's losses equal a one-process run made here, in the test, whose loss is the
-cross-entropy plus α times every block's balance loss, each sequence's the Switch
-auxiliary loss of ``moe.route`` on that sequence alone. In the same launch: a rank
-holds E/ep experts and sends rows to its ep peer; the check fails when the balance
+"""The 3D GPT with mixture-of-experts blocks at four ranks, one launch: gpt_3d_moe's
+three meshes, experts split over ep = 2 beside data parallel (dp 4 = 2 replicas of
+each expert × ep 2), tensor and sequence parallel (dp 2 × tp 2, ep 2) and the
+pipeline (dp 2 × pp 2, ep 2). Each run's losses equal a one-process run made here,
+in the test, whose loss is the cross-entropy plus α times every block's balance
+loss, each sequence's the Switch auxiliary loss of ``moe.route`` on that sequence
+alone. In the same launch: a rank holds E/ep experts and sends rows to its ep peer;
+``gpt_3d --experts --json`` records the losses; the check fails when the balance
 loss's gradient, its value, or the ep-aware division of expert gradients is left
 out. Bad flags are one line and exit 2."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import io
+import json
 
 import pytest
 import torch
@@ -21,17 +25,13 @@ import torch.nn.functional as F
 from snippets.__main__ import main as cli
 from snippets.core.runtime import UsageError, launch
 from snippets.models.tiny_gpt import GPT, random_batch
-from snippets.parallel import gpt_3d, gpt_3d_model
+from snippets.parallel import gpt_3d, gpt_3d_model, gpt_3d_moe
 from snippets.parallel.experts.expert_parallel import ExpertParallelMoE
 from snippets.parallel.experts.moe import route
 from snippets.parallel.mesh import Mesh
 
 E, K, STEPS = 4, 2, 2
-SHAPES = [
-    {"dp": 4, "pp": 1, "tp": 1},  # dp 4 = expert_dp 2 × ep 2
-    {"dp": 2, "pp": 1, "tp": 2},  # ep 2 · tp 2, sequence parallel
-    {"dp": 2, "pp": 2, "tp": 1},  # ep 2 · pp 2
-]
+SHAPES = [dict(zip(("dp", "pp", "tp"), s)) for s in gpt_3d_moe.SHAPES.values()]
 CFG = dataclasses.replace(gpt_3d.CFG, num_experts=E, top_k=K)
 
 
@@ -47,9 +47,12 @@ def runs() -> dict:
         return model
 
     gpt_3d.rank_model = built
-    for kw in SHAPES:
-        out["runs"].append(gpt_3d.main(steps=STEPS, experts=E, top_k=K, ep=2, **kw))
+    out["main"] = gpt_3d_moe.main(E, K, steps=STEPS)
     gpt_3d.rank_model = build
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):  # --json: rank 0 prints one object
+        gpt_3d.main(2, 2, 1, 1, steps=1, experts=E, top_k=K, ep=2, as_json=True)
+    out["json"] = text.getvalue()
     data, mesh = [random_batch(CFG, 8)], Mesh(2, 2, 1, 1, ep=2)
     train = functools.partial(gpt_3d.train, mesh, "1f1b", 2, 1, data, torch.float64)
 
@@ -108,15 +111,21 @@ def one_process() -> list[float]:
 
 def test_every_expert_parallel_shape_trains_like_one_process(ranks) -> None:
     oracle = one_process()
-    for kw, run in zip(SHAPES, ranks[0]["runs"]):
+    runs = ranks[0]["main"]["runs"]
+    assert [r["mesh"] for r in runs] == list(gpt_3d_moe.SHAPES)
+    for run in runs:
         torch.testing.assert_close(run["losses"], oracle, rtol=1e-10, atol=0)
         torch.testing.assert_close(run["reference_losses"], oracle, rtol=1e-10, atol=0)
         assert run["losses"][-1] < run["losses"][0]  # the steps trained it
-        assert all(r["d_grads"] <= 1e-10 for r in run["tables"]["steps"])
-        assert run["max_param_difference"] <= 1e-10
-        assert run["mesh"] == {"cp": 1, **kw, "ep": 2, "world_size": 4}
-        assert (run["experts"], run["top_k"]) == (E, K)
-    assert [r["sequence_parallel"] for r in ranks[0]["runs"]] == [False, True, False]
+        assert all(float(run[k]) <= 1e-10 for k in ("max Δ grads", "Δ params"))
+
+
+def test_json_has_the_losses_and_the_expert_settings(ranks) -> None:
+    record = json.loads(ranks[0]["json"])
+    torch.testing.assert_close(record["losses"], one_process()[:1], rtol=1e-10, atol=0)
+    assert record["mesh"] == {"dp": 2, "pp": 2, "cp": 1, "tp": 1, "ep": 2,
+                              "world_size": 4}  # fmt: skip
+    assert (record["experts"], record["top_k"], record["aux_loss_coef"]) == (E, K, 0.01)
 
 
 def test_each_rank_holds_half_the_experts_and_sends_rows_to_its_peer(ranks) -> None:
@@ -172,3 +181,9 @@ def test_bad_flags_are_one_line_and_exit_2(flags, words, capsys) -> None:
     err = capsys.readouterr().err
     assert code == 2 and words in err, err
     assert err.count("\n") == 1, err
+
+
+def test_the_three_meshes_need_four_ranks(capsys) -> None:
+    assert cli(["run", "gpt_3d_moe", "-n", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "at least 4" in err, err

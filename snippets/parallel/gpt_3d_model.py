@@ -257,6 +257,10 @@ def place_experts(model: GPT, mesh: Mesh, sp: bool, rows: int) -> None:
         block.register_forward_hook(model.balance)
 
 
+# --8<-- [end:experts]
+
+
+# --8<-- [start:expert_grads]
 def reduce_grads(params: list, group, divisor: int) -> None:
     """Σ over ``group``, ÷ ``divisor``. An expert no token of a rank reached has no
     gradient there: it counts as 0, and stays None where no rank has one (Adam then
@@ -290,7 +294,7 @@ def average_expert_gradients(model: nn.Module, mesh: Mesh, sp: bool) -> None:
     reduce_grads(experts, mesh.expert_dp_group, mesh.dp * mesh.cp)
 
 
-# --8<-- [end:experts]
+# --8<-- [end:expert_grads]
 
 
 # --8<-- [start:data]

@@ -12,6 +12,10 @@ addressable by name, so a strategy swaps or splits them in place:
 * ``block.attn.attention(q, k, v)``: causal SDPA on (B, H, N, d/H); replace it (ring
   attention) without touching the block.
 * ``block.mlp.fc`` (d → 4d) and ``block.mlp.proj`` (4d → d): column, then row split.
+  With ``num_experts`` E > 0 the MLP is a mixture of E such experts instead
+  (``moe.MoE``: ``block.mlp.router``, ``block.mlp.experts[e].fc``, top-k routing), and
+  the training loss adds α times each block's balance loss (``sequence_balance_loss``,
+  replaceable as ``block.balance_loss``). E = 0, the default, is the dense model.
 * ``head(x)``: final LayerNorm and the output projection (``lm_head``, tied to
   ``tok_emb`` unless ``tie_embeddings=False``).
 * ``random_batch(cfg, rows)``: ids and targets to train on, the same on every rank.
@@ -35,8 +39,10 @@ import torch.nn.functional as F
 
 from snippets.core.cli import main_entry
 from snippets.core.runtime import Spec, print0
+from snippets.parallel.experts.moe import MoE
 
 SPEC = Spec(summary="the shared GPT: parameter count by formula, one forward/backward")
+MOE_FIELDS = ("num_experts", "top_k", "capacity_factor", "aux_loss_coef")
 
 
 # --8<-- [start:config]
@@ -50,10 +56,21 @@ class GPTConfig:
     dropout: float = 0.0  # after embeddings and residual branches; 0 = deterministic
     bias: bool = True  # biases in every Linear and LayerNorm (GPT-2 has them)
     tie_embeddings: bool = True  # lm_head reuses tok_emb's (V, d) weight, as GPT-2
+    num_experts: int = 0  # E: 0 = dense MLPs; E > 0 = each MLP a mixture of E experts
+    top_k: int = 1  # k: the experts each token visits (mixture only)
+    capacity_factor: float | None = None  # Switch's c; None drops no token
+    aux_loss_coef: float = 0.01  # α: the balance loss's weight (Switch's 10⁻²)
 
     def __post_init__(self) -> None:
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd={self.n_embd} is not a multiple of {self.n_head}")
+        E, k, c = self.num_experts, self.top_k, self.capacity_factor
+        if E < 0:
+            raise ValueError(f"num_experts={E} must be 0 (dense MLPs) or more")
+        if E and not 1 <= k <= E:
+            raise ValueError(f"top_k={k} must be 1 to num_experts={E}")
+        if c is not None and not c > 0:
+            raise ValueError(f"capacity_factor={c} must be above 0, or None")
 
     def num_params(self) -> int:
         """Parameters, counted from the shapes (a tied head adds none)."""
@@ -62,7 +79,10 @@ class GPTConfig:
         layer_norm = d + b * d  # weight, bias
         attention = 4 * (d * d + b * d)  # q, k, v, proj
         mlp = (d * 4 * d + b * 4 * d) + (4 * d * d + b * d)  # fc, proj
-        block = 2 * layer_norm + attention + mlp  # = 12d² + (2 + 11b)·d
+        if self.num_experts:  # router (no bias), E experts (moe.Expert: with biases)
+            E = self.num_experts
+            mlp = d * E + E * (d * 4 * d + 4 * d + 4 * d * d + d)
+        block = 2 * layer_norm + attention + mlp  # dense: 12d² + (2 + 11b)·d
         head = 0 if self.tie_embeddings else V * d
         return V * d + N * d + L * block + layer_norm + head
 
@@ -116,21 +136,59 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    """Pre-norm (GPT-2): x + attn(ln1(x)), then x + mlp(ln2(x))."""
+    """Pre-norm (GPT-2): x + attn(ln1(x)), then x + mlp(ln2(x)). A mixture-of-experts
+    block also leaves its balance loss, one per sequence, in ``aux_loss`` (B,)."""
 
     def __init__(self, cfg: GPTConfig):
         super().__init__()
-        self.ln1 = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
+        d, E = cfg.n_embd, cfg.num_experts
+        self.ln1 = nn.LayerNorm(d, bias=cfg.bias)
         self.attn = CausalSelfAttention(cfg)
-        self.ln2 = nn.LayerNorm(cfg.n_embd, bias=cfg.bias)
-        self.mlp = MLP(cfg)
+        self.ln2 = nn.LayerNorm(d, bias=cfg.bias)
+        self.mlp = (
+            MLP(cfg) if not E else MoE(d, 4 * d, E, cfg.top_k, cfg.capacity_factor)
+        )
+        self.balance_loss: Callable[..., torch.Tensor] = sequence_balance_loss
+        self.aux_loss: torch.Tensor | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, N, d) → (B, N, d)
         x = x + self.attn(self.ln1(x))
-        return x + self.mlp(self.ln2(x))
+        h = self.ln2(x)
+        if hasattr(self.mlp, "router"):  # experts: (B,) balance losses
+            self.aux_loss = self.balance_loss(self.mlp.router, h, self.mlp.top_k)
+        return x + self.mlp(h)
 
 
 # --8<-- [end:block]
+
+
+# --8<-- [start:balance]
+def sequence_balance_loss(
+    router: nn.Linear,
+    h: torch.Tensor,
+    top_k: int,
+    tokens: int | None = None,
+    count_all: Callable[[torch.Tensor], torch.Tensor] | None = None,
+) -> torch.Tensor:
+    """Switch's E · Σ_i f_i · P_i over each sequence alone, not over the batch
+    (DeepSeek-V3's sequence-wise balance loss): h (B, n, d) → (B,).
+
+    f_i: the share of a sequence's k·N assignments routed to expert i; P_i: its mean
+    router probability, Σ over the sequence ÷ ``tokens`` (N by default). A rank that
+    holds n of a sequence's N tokens passes ``count_all`` (sum its counts over the
+    ranks holding the rest) and the tokens its loss is a mean over."""
+    probs = torch.softmax(router(h), dim=-1)  # (B, n, E), the router run again
+    E = probs.shape[-1]
+    chosen = F.one_hot(probs.topk(top_k, dim=-1).indices, E)  # (B, n, k, E)
+    counts = chosen.sum((1, 2)).to(probs.dtype)  # (B, E): no gradient, as in Switch
+    if count_all is not None:
+        counts = count_all(counts)
+    f = counts / counts.sum(-1, keepdim=True)  # (B, E)
+    P = probs.sum(1) / (tokens or h.shape[1])  # (B, E)
+    return E * (f * P).sum(-1)
+
+
+# --8<-- [end:balance]
 
 
 # --8<-- [start:gpt]
@@ -181,7 +239,11 @@ class GPT(nn.Module):
         logits = self.head(x)
         if targets is None:
             return logits, None
-        return logits, F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+        loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+        if self.config.num_experts:  # + α · Σ over blocks of the mean over sequences
+            aux = sum(b.aux_loss.sum() / max(len(b.aux_loss), 1) for b in self.blocks)
+            loss = loss + self.config.aux_loss_coef * aux
+        return logits, loss
 
 
 # --8<-- [end:gpt]
@@ -220,12 +282,14 @@ def reference_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
 
 def main() -> dict:
     odd = GPTConfig(37, 7, 3, 3, 15, bias=False, tie_embeddings=False)
-    rows = []
-    for name, c in (("default", GPTConfig()), ("odd", odd)):
+    rows, experts = [], GPTConfig(num_experts=4, top_k=2)
+    for name, c in (("default", GPTConfig()), ("odd", odd), ("experts", experts)):
         counted = sum(p.numel() for p in GPT(c).parameters())
         assert counted == c.num_params(), f"{name}: {counted} ≠ {c.num_params()}"
-        rows.append({"config": name, **asdict(c), "formula": c.num_params()})
-        rows[-1]["counted"] = counted
+        fields = {k: v for k, v in asdict(c).items() if k not in MOE_FIELDS}
+        if not c.num_experts:  # the table shows the dense configs
+            rows.append({"config": name, **fields, "formula": c.num_params()})
+            rows[-1]["counted"] = counted
     cfg = GPTConfig()
     model, (idx, targets) = GPT(cfg), random_batch(cfg, rows=2)
     logits, loss = model(idx, targets)  # logits (B, N, V)

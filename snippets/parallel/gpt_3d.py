@@ -23,26 +23,36 @@ rank holds with the dense gradient's block (max |Δ| over the largest |gradient|
 at the end every parameter the same way. Tolerance: 1e-10 in fp64, 1e-5 in fp32. A
 run that misses it prints its numbers and exits 1.
 
+``--experts E`` makes every block's MLP a mixture of E experts, each token sent to
+its ``--top-k K`` most probable (``tiny_gpt``), with no capacity limit: nothing is
+dropped, since drops depend on which tokens share a forward pass. The loss both
+runs train on is the cross-entropy plus α times the sequence-wise balance loss of
+each block. ``--ep P`` splits the experts over P ranks, folded over data parallel
+(P divides dp; ``Mesh``): each group of P data-parallel replicas trades its tokens by
+all-to-all. Tensor parallel leaves the experts whole on every tp rank.
+
     python -m snippets run gpt_3d                      # 4 ranks: dp 1 × pp 2 × tp 2
     python -m snippets run gpt_3d -n 8 --dp 2 --tp 2 --pp 2 --schedule interleaved
+    python -m snippets run gpt_3d -n 4 --dp 2 --pp 2 --tp 1 --experts 4 --top-k 2 --ep 2
     torchrun --nproc-per-node 8 -m snippets run gpt_3d --dp 2 --tp 2 --pp 2 --json
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import json
 
 import torch
 import torch.distributed as dist
 
-from snippets.core.cli import main_entry, positive_int
+from snippets.core.cli import main_entry, nonnegative_int, positive_int
 from snippets.core.compare import max_difference
 from snippets.core.runtime import Spec, UsageError, device, print0
 from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
 from snippets.parallel.gpt_3d_model import average_gradients, rank_batch, rank_model
-from snippets.parallel.mesh import Mesh
+from snippets.parallel.mesh import Mesh, check_ep
 from snippets.parallel.pipeline.pipeline_executor import execute
 from snippets.parallel.pipeline.pipeline_schedules import NAMES, check_arguments
 from snippets.parallel.tensor.tp_gpt import own_part
@@ -80,11 +90,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-sequence-parallel", dest="sequence_parallel", action="store_false",
         help="tensor parallel only: blocks on the whole sequence",
     )  # fmt: skip
+    parser.add_argument(
+        "--experts", type=nonnegative_int, default=0, metavar="E",
+        help="experts in each block's MLP (default 0: dense)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--top-k", type=positive_int, default=1, metavar="K",
+        help="experts per token, 1 to E (default 1)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--ep", type=positive_int, default=1,
+        help="expert parallel size, folded over dp: divides dp and E (default 1)",
+    )  # fmt: skip
     parser.add_argument("--json", dest="as_json", action="store_true")
 
 
 # --8<-- [start:check]
-def check_shape(world, dp, pp, cp, tp, cfg, batch, m, v, schedule, sp=True) -> int:
+def check_shape(world, dp, pp, cp, tp, cfg, batch, m, v, schedule, sp=True,
+                ep=1, experts=0, top_k=1) -> int:  # fmt: skip
     """One UsageError line for each way a request can be wrong; returns dp."""
     if dp is None:  # the ranks left over
         if world % (pp * cp * tp):
@@ -121,6 +144,15 @@ def check_shape(world, dp, pp, cp, tp, cfg, batch, m, v, schedule, sp=True) -> i
             f"--tp {tp}: choose a tp that divides it, or --no-sequence-parallel"
         )
     check_arguments(schedule, pp, m, v)
+    if not experts and (ep > 1 or top_k != 1):
+        raise UsageError("--ep and --top-k need --experts: they split and pick experts")
+    if experts and not 1 <= top_k <= experts:
+        raise UsageError(f"--top-k must be 1 to {experts} (the experts), got {top_k}")
+    if experts % ep:
+        raise UsageError(
+            f"{experts} experts do not split over --ep {ep}; use a divisor"
+        )
+    check_ep(dp, ep)
     return dp
 
 
@@ -142,17 +174,28 @@ def worst(model, dense, mesh: Mesh, grads: bool) -> float:
     d = max_difference(model, dense, grads=grads, part=mine)
     d = torch.tensor(d, dtype=torch.float64, device=device())
     dist.all_reduce(d, op=dist.ReduceOp.MAX)  # every rank sees the verdict
-    scale = max((q.grad if grads else q).abs().max().item() for q in dense.parameters())
-    return d.item() / scale
+    values = [q.grad if grads else q for q in dense.parameters()]
+    return d.item() / max(x.abs().max().item() for x in values if x is not None)
+
+
+def balance_value(model, mesh: Mesh, sp: bool, dtype) -> float:
+    """α · the balance losses, from every rank's share: summed over the pipeline
+    stages and, under sequence parallel, over tp; averaged over dp·cp (and over tp,
+    where its ranks hold the same)."""
+    mine = torch.as_tensor(model.balance.total, dtype=dtype, device=device()).clone()
+    dist.all_reduce(mine)
+    return mine.item() / (mesh.dp * mesh.cp * (1 if sp and mesh.tp > 1 else mesh.tp))
 
 
 # --8<-- [start:train]
 def train(mesh: Mesh, schedule: str, m: int, v: int, data: list, dtype, opt: str,
-          sp: bool = True):  # fmt: skip
+          sp: bool = True, cfg: GPTConfig = CFG):  # fmt: skip
     """The 3D run and the single process, step by step; rows of numbers per step."""
     dev = device()  # the CPU on gloo, this rank's GPU on NCCL
-    model = rank_model(CFG, mesh, v, dtype, device=dev, sequence_parallel=sp)
-    dense = GPT(CFG).to(dev, dtype)
+    rows = data[0][0].shape[0] // mesh.dp  # a replica's
+    model = rank_model(cfg, mesh, v, dtype, device=dev, sequence_parallel=sp,
+                       rows=rows)  # fmt: skip
+    dense = GPT(cfg).to(dev, dtype)
     make, kwargs = OPTIMIZERS[opt]
     opts = [make(x.parameters(), **kwargs) for x in (model, dense)]
     rows = []
@@ -161,10 +204,14 @@ def train(mesh: Mesh, schedule: str, m: int, v: int, data: list, dtype, opt: str
         for o in opts:
             o.zero_grad()
         mine = rank_batch(idx, targets, mesh, sp)  # (b, N/cp); SP ids (b, N/(cp·t))
+        if cfg.num_experts:
+            model.balance.total = 0.0
         run = execute(model, schedule, *mine, m, v, group=mesh.pp_group)
-        average_gradients(model, mesh)
+        average_gradients(model, mesh, sp)
         loss = mean_loss(run.loss, mesh, dtype)
-        reference = dense(idx, targets)[1]  # one process, the whole batch
+        if cfg.num_experts:  # the balance losses, from the stages that hold them
+            loss += balance_value(model, mesh, sp, dtype)
+        reference = dense(idx, targets)[1]  # one process, the whole batch, + α·aux
         reference.backward()
         rows.append({
             "step": step, "loss": loss, "reference_loss": reference.item(),
@@ -194,6 +241,7 @@ def show(rows, d_params, tol, mesh: Mesh, what: str, sp: bool) -> None:
     print0(what)
     print0(
         f"mesh dp={mesh.dp} pp={mesh.pp} cp={mesh.cp} tp={mesh.tp}"
+        f"{f' (ep={mesh.ep} folded over dp)' if mesh.ep > 1 else ''}"
         f"{', sequence parallel' if sp else ''}, {mesh.world_size} ranks"
     )
     print0("Δ: |Δ loss|/loss, max|Δ|/max|value|")
@@ -213,18 +261,24 @@ def main(
     schedule: str = "1f1b", chunks: int | None = None, microbatches: int = 2,
     batch: int = 8, steps: int = 3, optimizer: str = "adam",
     dtype: str = "float64", sequence_parallel: bool = True, as_json: bool = False,
+    experts: int = 0, top_k: int = 1, ep: int = 1,
 ) -> dict:  # fmt: skip
     v = chunks or (2 if schedule == "interleaved" else 1)
     m, world = microbatches, dist.get_world_size()
     sp = sequence_parallel
-    dp = check_shape(world, dp, pp, cp, tp, CFG, batch, m, v, schedule, sp)
-    mesh, torch_dtype = Mesh(dp, pp, cp, tp), DTYPES[dtype]
-    data = [random_batch(CFG, batch)] * steps  # one batch, learnt: the loss must fall
-    rows, d_params = train(mesh, schedule, m, v, data, torch_dtype, optimizer, sp)
+    dp = check_shape(world, dp, pp, cp, tp, CFG, batch, m, v, schedule, sp,
+                     ep, experts, top_k)  # fmt: skip
+    cfg = dataclasses.replace(CFG, num_experts=experts, top_k=top_k)
+    mesh, torch_dtype = Mesh(dp, pp, cp, tp, ep), DTYPES[dtype]
+    data = [random_batch(cfg, batch)] * steps  # one batch, learnt: the loss must fall
+    rows, d_params = train(mesh, schedule, m, v, data, torch_dtype, optimizer, sp, cfg)
     tol = TOLERANCE[torch_dtype]
     sizes = {"dp": dp, "pp": pp, "cp": cp, "tp": tp, "world_size": world}
     plan = {"schedule": schedule, "microbatches": m, "chunks": v,
             "sequence_parallel": sp and tp > 1}  # fmt: skip
+    if experts:  # dense runs keep their record as it was
+        sizes["ep"] = ep
+        plan.update(experts=experts, top_k=top_k, aux_loss_coef=cfg.aux_loss_coef)
     record = {
         "losses": [r["loss"] for r in rows],
         "reference_losses": [r["reference_loss"] for r in rows],
@@ -234,9 +288,10 @@ def main(
     if as_json:
         print0(json.dumps({**record, "steps": rows}, indent=1))
     else:
-        c = CFG
+        c = cfg
+        moe = f", {experts} experts top-{top_k}" if experts else ""
         show(rows, d_params, tol, mesh, f"tiny GPT L={c.n_layer} H={c.n_head} "
-             f"d={c.n_embd} V={c.vocab_size}, batch {batch}×{c.block_size}, "
+             f"d={c.n_embd} V={c.vocab_size}{moe}, batch {batch}×{c.block_size}, "
              f"{dtype} {optimizer}, {schedule} m={m} v={v}",
              plan["sequence_parallel"])  # fmt: skip
     bad = failures(rows, d_params, tol)

@@ -33,6 +33,30 @@ the mean over the dp·cp ranks' gradients is the single process's gradient:
 ``average_gradients`` sums over ``dp_cp_group``, then divides (gloo's
 ``ReduceOp.AVG`` has been wrong). Under sequence parallel, a LayerNorm's gradient
 on a rank is its N/t tokens' part: those are summed over ``tp_group`` first.
+
+Mixture-of-experts blocks (``cfg.num_experts`` > 0, ``place_experts``):
+
+* experts parallel within ``mesh.ep_group``, folded over dp
+  (``ExpertParallelMoE``): a rank holds E/ep experts and routes its own tokens to
+  them by all-to-all. Expert gradients are summed over ``expert_dp_group`` (the dp/ep
+  replicas × cp that hold the same experts) and divided by dp·cp: each already holds
+  its ep group's tokens' part, so dp·cp terms in all. The router is replicated and
+  averaged with the rest.
+* tensor parallel leaves the experts whole, replicated over tp: the tp cut runs with
+  a dense MLP standing in for each mixture. Without sequence parallel every tp rank
+  runs them on the same tokens and holds the same gradients; under it a rank runs
+  its N/t tokens, and the router's and experts' gradients are summed over tp, as a
+  LayerNorm's are.
+* the balance loss is per sequence (``tiny_gpt.sequence_balance_loss``), so any split
+  of the batch by rows (dp, micro-batches) leaves it unchanged. A rank with part of
+  each sequence (cp, sequence parallel) sums its expert counts over the ranks with the
+  rest, and divides its router probabilities by the N/cp tokens its loss is a mean
+  over. The pipeline backpropagates only stage outputs, so a forward hook
+  (``BalanceTerms``) passes each block's α·Σ losses ÷ the replica's rows into backward
+  through ``AddToLoss``, Megatron-LM's ``MoEAuxLossAutoScaler``, and keeps their sum.
+* no capacity: which assignments are dropped depends on which tokens share a forward
+  pass, and a micro-batch on one replica is not the one process's whole batch, so
+  ``place_experts`` refuses a ``capacity_factor``.
 """
 
 from __future__ import annotations
@@ -40,15 +64,19 @@ from __future__ import annotations
 import functools
 
 import torch
+import torch.distributed as dist
 import torch.nn as nn
 
 from snippets.attention.zigzag_layout import zigzag_shard
-from snippets.models.tiny_gpt import GPT, GPTConfig
+from snippets.core.errors import UsageError
+from snippets.models.tiny_gpt import GPT, MLP, GPTConfig, sequence_balance_loss
 from snippets.parallel.context.context_parallel_gpt import (
     context_parallel_gpt,
     shard_batch,
 )
 from snippets.parallel.data.ddp import naive_allreduce_grads
+from snippets.parallel.experts.expert_parallel import ExpertParallelMoE
+from snippets.parallel.experts.moe import MoE
 from snippets.parallel.layer_split import part
 from snippets.parallel.mesh import Mesh
 from snippets.parallel.tensor.sequence_parallel import (
@@ -109,15 +137,20 @@ def sequence_parallel_head(model: GPT, x: torch.Tensor, group=None) -> torch.Ten
 def rank_model(
     cfg: GPTConfig, mesh: Mesh, v: int = 1, dtype=torch.float64, seed: int = 0,
     device: torch.device | str = "cpu", sequence_parallel: bool = True,
+    rows: int = 1,
 ) -> GPT:  # fmt: skip
     """The dense GPT from ``seed``, cut over ``mesh.tp_group`` (and its sequence,
     if ``sequence_parallel``), its attention a ring over ``mesh.cp_group``, then
-    reduced to the blocks, embeddings and head of this rank's pipeline stages."""
+    reduced to the blocks, embeddings and head of this rank's pipeline stages; its
+    experts split over ``mesh.ep_group`` (``rows``: the replica's batch rows)."""
     model, positions = GPT(cfg, seed).to(device, dtype), None
     sp = sequence_parallel and mesh.tp > 1
     if mesh.tp > 1:
         tp = mesh.tp_group
-        model = (sequence_parallel_gpt if sp else tensor_parallel_gpt)(model, tp)
+        cut = sequence_parallel_gpt if sp else tensor_parallel_gpt
+        model = (
+            cut_around_experts(cut, model, tp) if cfg.num_experts else cut(model, tp)
+        )
         model.loss_sum = functools.partial(vocab_parallel_sum, group=tp)
     if mesh.cp > 1:
         model = context_parallel_gpt(model, mesh.cp_group)
@@ -142,10 +175,126 @@ def rank_model(
         model.ln_f = model.lm_head = None
     if not first and not (last and cfg.tie_embeddings):
         model.tok_emb = DtypeOnly(model.tok_emb.weight)
+    if cfg.num_experts:
+        place_experts(model, mesh, sp, rows)
     return model
 
 
 # --8<-- [end:model]
+
+
+# --8<-- [start:experts]
+def cut_around_experts(cut, model: GPT, group) -> GPT:
+    """``cut`` (tensor or sequence parallel) of everything but the experts: each
+    mixture leaves its block while a dense MLP stands in, and comes back whole."""
+    mixtures, w = [b.mlp for b in model.blocks], model.tok_emb.weight
+    with torch.random.fork_rng(devices=[]):  # the stand-ins' init draws nothing
+        for b in model.blocks:
+            b.mlp = MLP(model.config).to(w.device, w.dtype)
+    model = cut(model, group)
+    for b, moe in zip(model.blocks, mixtures):
+        b.mlp = moe
+    return model
+
+
+class AddToLoss(torch.autograd.Function):
+    """y passes unchanged; backward gives ``term`` the gradient 1, as if it had been
+    added to the loss (Megatron-LM's MoEAuxLossAutoScaler)."""
+
+    @staticmethod
+    def forward(ctx, y: torch.Tensor, term: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(term)
+        return y.view_as(y)
+
+    @staticmethod
+    def backward(ctx, dy: torch.Tensor):
+        return dy, torch.ones_like(ctx.saved_tensors[0])
+
+
+class BalanceTerms:
+    """A forward hook on each mixture-of-experts block: α · Σ of the block's (b_j,)
+    balance losses ÷ the replica's rows b is the micro-batch's share of α · mean,
+    as the executor's cross-entropy is Σ ÷ the replica's tokens."""
+
+    def __init__(self, coef: float, rows: int):
+        self.weight, self.total = coef / rows, 0.0  # total: this rank's share, a step
+
+    def __call__(self, block: nn.Module, args: tuple, y: torch.Tensor):
+        term = self.weight * block.aux_loss.sum()
+        self.total = self.total + term.detach()
+        return AddToLoss.apply(y, term)
+
+
+def sum_counts(counts: torch.Tensor, groups: list) -> torch.Tensor:
+    """Expert counts (B, E) of this rank's tokens → of every shard of the sequences."""
+    for group in groups:
+        dist.all_reduce(counts, group=group)
+    return counts
+
+
+def place_experts(model: GPT, mesh: Mesh, sp: bool, rows: int) -> None:
+    """The kept blocks' experts over ``ep_group``; the balance loss counted over the
+    ranks that hold the rest of each sequence, and hooked into backward."""
+    cfg = model.config
+    if cfg.capacity_factor is not None:
+        raise UsageError(
+            f"capacity factor {cfg.capacity_factor}: drops would count a micro-batch "
+            "of one replica, not the whole batch; use None (no drops)"
+        )
+    shards = [g for g, on in ((mesh.cp_group, mesh.cp > 1), (mesh.tp_group, sp)) if on]
+    balance = functools.partial(
+        sequence_balance_loss,
+        tokens=cfg.block_size // mesh.cp,  # a rank's loss is a mean over N/cp
+        count_all=functools.partial(sum_counts, groups=shards),
+    )
+    model.balance = BalanceTerms(cfg.aux_loss_coef, rows)
+    for block in model.blocks:
+        if isinstance(block, nn.Identity):  # another stage's
+            continue
+        if mesh.ep > 1:
+            block.mlp = ExpertParallelMoE.from_dense(block.mlp, mesh.ep_group)
+        block.balance_loss = balance
+        block.register_forward_hook(model.balance)
+
+
+# --8<-- [end:experts]
+
+
+# --8<-- [start:expert_grads]
+def reduce_grads(params: list, group, divisor: int) -> None:
+    """Σ over ``group``, ÷ ``divisor``. An expert no token of a rank reached has no
+    gradient there: it counts as 0, and stays None where no rank has one (Adam then
+    skips it, as it does in one process)."""
+    if not params:
+        return
+    have = [p.grad is not None for p in params]
+    have = torch.tensor(have, dtype=torch.int32, device=params[0].device)
+    dist.all_reduce(have, group=group)  # then every rank makes the same calls
+    for p, n in zip(params, have.tolist()):
+        if n:
+            p.grad = torch.zeros_like(p) if p.grad is None else p.grad
+            dist.all_reduce(p.grad, group=group)
+            p.grad.div_(divisor)
+
+
+def average_expert_gradients(model: nn.Module, mesh: Mesh, sp: bool) -> None:
+    """average_gradients with mixtures of experts: under sequence parallel the
+    routers and experts summed over tp with the LayerNorms; then the experts summed
+    over ``expert_dp_group``, everything else over ``dp_cp_group``, each ÷ dp·cp."""
+    layers = [m for m in model.modules() if isinstance(m, (MoE, ExpertParallelMoE))]
+    experts = [p for m in layers for p in m.experts.parameters()]
+    if mesh.tp > 1:
+        allreduce_sequence_grads(model, mesh.tp_group)
+    if sp:
+        routers = [p for m in layers for p in m.router.parameters()]
+        reduce_grads([*routers, *experts], mesh.tp_group, 1)
+    mine = {id(p) for p in experts}
+    shared = [p for p in model.parameters() if id(p) not in mine]
+    reduce_grads(shared, mesh.dp_cp_group, mesh.dp * mesh.cp)
+    reduce_grads(experts, mesh.expert_dp_group, mesh.dp * mesh.cp)
+
+
+# --8<-- [end:expert_grads]
 
 
 # --8<-- [start:data]
@@ -162,9 +311,12 @@ def rank_batch(
     return idx, targets
 
 
-def average_gradients(model: nn.Module, mesh: Mesh) -> None:
+def average_gradients(model: nn.Module, mesh: Mesh, sequence_parallel=True) -> None:
     """Σ over tp of the sequence-parallel partial gradients; then Σ over the
     replicas that hold the same parameters, ÷ their number."""
+    if getattr(model, "balance", None) is not None:  # mixtures of experts
+        sp = sequence_parallel and mesh.tp > 1
+        return average_expert_gradients(model, mesh, sp)
     if mesh.tp > 1:  # only parameters marked sequence_parallel
         allreduce_sequence_grads(model, mesh.tp_group)
     if mesh.dp * mesh.cp > 1:

@@ -1,5 +1,8 @@
 """tiny_gpt: the parameter formula against a count, and the slicing contract the
-parallel modules rely on, each against the unsplit model."""
+parallel modules rely on, each against the unsplit model. With experts: one expert
+is the dense MLP, the loss adds α times Switch's auxiliary loss of each sequence
+alone (``moe.route`` on one row), shards of a sequence add up to it, bad settings
+are refused."""
 
 from __future__ import annotations
 
@@ -14,11 +17,14 @@ from torch.testing import assert_close
 
 from snippets.models.tiny_gpt import (
     GPT,
+    MLP,
     GPTConfig,
     main,
     random_batch,
     reference_attention,
+    sequence_balance_loss,
 )
+from snippets.parallel.experts.moe import MoE, route
 
 CONFIGS = [
     GPTConfig(),
@@ -28,6 +34,8 @@ CONFIGS = [
     GPTConfig(vocab_size=1, block_size=1, n_layer=0, n_head=1, n_embd=1),
     GPTConfig(vocab_size=50, block_size=9, n_layer=5, n_head=6, n_embd=6),  # d/H = 1
     GPTConfig(vocab_size=8192, block_size=256, n_layer=6, n_head=12, n_embd=768),
+    GPTConfig(num_experts=4, top_k=2),
+    GPTConfig(37, 7, 3, 3, 15, bias=False, tie_embeddings=False, num_experts=3),
 ]
 
 
@@ -204,3 +212,98 @@ def test_an_empty_shard_runs_and_gives_zero_gradients() -> None:
     assert logits.shape == (0, cfg.block_size, cfg.vocab_size)
     logits.sum().backward()
     assert all(torch.equal(p.grad, torch.zeros_like(p)) for p in model.parameters())
+
+
+def test_the_default_is_dense_and_experts_are_an_option() -> None:
+    assert all(isinstance(b.mlp, MLP) for b in GPT(GPTConfig()).blocks)
+    moe = GPT(GPTConfig(num_experts=3, top_k=2, capacity_factor=1.5)).blocks[1].mlp
+    assert isinstance(moe, MoE) and len(moe.experts) == 3
+    assert (moe.top_k, moe.capacity_factor, moe.experts[0].fc.out_features) == (
+        2,
+        1.5,
+        4 * 32,
+    )
+
+
+def test_one_expert_is_the_dense_mlp_and_its_balance_loss_is_1() -> None:
+    # E = 1: the router's softmax is 1, so y = expert(x); f = P = 1, aux = 1 a block
+    dense_cfg, moe_cfg = GPTConfig(n_layer=3), GPTConfig(n_layer=3, num_experts=1)
+    dense, moe = GPT(dense_cfg).double(), GPT(moe_cfg).double()
+    with torch.no_grad():
+        for name, p in dense.named_parameters():
+            moe.get_parameter(name.replace("mlp.", "mlp.experts.0.")).copy_(p)
+    idx, targets = batch(dense_cfg)
+    logits, loss = dense(idx, targets)
+    moe_logits, moe_loss = moe(idx, targets)
+    assert_close(moe_logits, logits)
+    assert_close(moe_loss, loss + moe_cfg.aux_loss_coef * 3)
+
+
+def test_the_loss_adds_switch_aux_loss_per_sequence() -> None:
+    cfg = GPTConfig(n_layer=2, num_experts=4, top_k=2, aux_loss_coef=0.3)
+    model = GPT(cfg, seed=4).double()
+    idx, targets = batch(cfg)
+    logits, loss = model(idx, targets)
+    x, aux = model.embed(idx), []
+    for block in model.blocks:
+        x = x + block.attn(block.ln1(x))
+        h = block.ln2(x)
+        rows = [route(block.mlp.router, row, 2, None).aux_loss for row in h]
+        assert_close(block.aux_loss, torch.stack(rows))  # (B,): one per sequence
+        aux.append(torch.stack(rows).mean())
+        x = x + block.mlp(h)
+    ce = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+    assert_close(loss, ce + 0.3 * sum(aux))
+    first = model.blocks[0]  # the batch at once would give another number
+    h = first.ln2(model.embed(idx) + first.attn(first.ln1(model.embed(idx))))
+    whole = route(first.mlp.router, h.flatten(0, 1), 2, None).aux_loss
+    assert not torch.isclose(whole, first.aux_loss.mean())
+    loss.backward()
+    without = GPT(dataclasses.replace(cfg, aux_loss_coef=0.0), seed=4).double()
+    without(idx, targets)[1].backward()  # the router's gradient includes the aux term
+    router = [m.blocks[1].mlp.router.weight.grad for m in (model, without)]
+    assert not torch.allclose(*router)
+
+
+def test_shards_of_a_sequence_add_up_to_its_balance_loss() -> None:
+    g = torch.Generator().manual_seed(0)
+    router = nn.Linear(8, 5, bias=False).double()
+    h = torch.randn(3, 12, 8, dtype=torch.float64, generator=g)  # (B, N, d)
+    whole = sequence_balance_loss(router, h, 2)
+    picks = torch.softmax(router(h), -1).topk(2, dim=-1).indices  # (B, N, k)
+    counts = torch.stack([torch.bincount(r.flatten(), minlength=5) for r in picks])
+    shards = [h[:, :5], h[:, 5:9], h[:, 9:]]  # uneven, as no real split is
+    parts = [
+        sequence_balance_loss(router, s, 2, tokens=12, count_all=lambda c: counts)
+        for s in shards
+    ]
+    assert_close(sum(parts), whole)
+    alone = sequence_balance_loss(router, shards[0], 2)  # its own counts: not a part
+    assert not torch.allclose(alone, parts[0])
+
+
+@pytest.mark.parametrize(
+    "kw, words",
+    [({"num_experts": 4, "top_k": 0}, "top_k=0 must be 1 to num_experts=4"),
+     ({"num_experts": 4, "top_k": 5}, "top_k=5 must be 1 to num_experts=4"),
+     ({"num_experts": -1}, "num_experts=-1"),
+     ({"num_experts": 4, "capacity_factor": -1.0}, "capacity_factor=-1.0 must be"),
+     ({"num_experts": 4, "capacity_factor": 0.0}, "capacity_factor=0.0 must be")],
+)  # fmt: skip
+def test_bad_expert_settings_are_refused(kw, words) -> None:
+    with pytest.raises(ValueError, match=words):
+        GPTConfig(**kw)
+
+
+def test_init_with_experts_depends_only_on_the_seed() -> None:
+    cfg = GPTConfig(num_experts=3)
+    torch.manual_seed(1)
+    state = torch.get_rng_state()
+    a = GPT(cfg, seed=2)
+    assert torch.equal(torch.get_rng_state(), state)
+    torch.manual_seed(7)
+    b = GPT(cfg, seed=2)
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+    experts = a.blocks[0].mlp.experts  # GPT-2's init: N(0, 0.02), proj scaled by 1/√2L
+    assert not torch.equal(experts[0].fc.weight, experts[1].fc.weight)
+    assert experts[0].proj.weight.std() < experts[0].fc.weight.std()

@@ -3,7 +3,10 @@ each axis's groups, against a brute force over the grid's coordinates. Built on 
 gloo ranks (2x1x1x2 and 1x2x1x2, one launch): every group's all-reduce of the rank
 ids and its all-gather agree with the arithmetic and with torch's DeviceMesh; the
 pipeline neighbours, first and last stage; a product that is not the world size is
-one UsageError line through main()."""
+one UsageError line through main(). Expert parallel folded over dp: its groups for
+every ep that divides dp, against a brute force, and built on 4 ranks against
+torch's DeviceMesh with dp split into (dp/ep, ep); an ep that does not divide dp is
+one line."""
 
 from __future__ import annotations
 
@@ -35,6 +38,40 @@ def brute_force(axis: str, shape: tuple) -> list[list[int]]:
         key = tuple(c for a, c in zip(AXES, where) if a not in moving)
         groups.setdefault(key, []).append(rank)
     return [groups[k] for k in sorted(groups)]
+
+
+def brute_force_experts(axis: str, shape: tuple, ep: int) -> list[list[int]]:
+    """An ep group: the ranks sharing dp // ep, pp, cp and tp; an expert_dp group:
+    sharing dp mod ep (the experts held), pp and tp. In walk order."""
+    groups: dict[tuple, list[int]] = {}
+    for rank, (d, p, c, t) in enumerate(itertools.product(*(range(n) for n in shape))):
+        key = (d // ep, p, c, t) if axis == "ep" else (d % ep, p, t)
+        groups.setdefault(key, []).append(rank)
+    return [groups[k] for k in sorted(groups)]
+
+
+def test_expert_groups_for_every_shape_and_ep_up_to_24_ranks() -> None:
+    count = 0
+    for shape in shapes(24):
+        for ep in (e for e in range(1, shape[0] + 1) if shape[0] % e == 0):
+            count += 1
+            for axis in ("ep", "expert_dp"):
+                found = group_ranks(axis, shape, ep)
+                assert found == brute_force_experts(axis, shape, ep), (axis, shape)
+            mesh_module.check_expert_arithmetic(shape, ep)
+            if ep == 1:  # no expert parallel: the experts are replicated over dp·cp
+                assert group_ranks("expert_dp", shape) == group_ranks("dp_cp", shape)
+            lines = describe(shape, ep=ep).splitlines()
+            assert all(len(line) <= 88 for line in lines)
+    assert count > 600
+    lines = describe((4, 1, 2, 1), ep=2).splitlines()
+    assert "ep groups         {0,2} {1,3} {4,6} {5,7}" in lines
+    assert "expert_dp groups  {0,1,4,5} {2,3,6,7}" in lines
+
+
+def test_ep_must_divide_dp() -> None:
+    with pytest.raises(UsageError, match="--ep 3 does not divide dp = 4"):
+        mesh_module.main(4, 1, 1, 1, ep=3)
 
 
 def test_groups_as_arithmetic_for_every_shape_up_to_24_ranks() -> None:
@@ -79,6 +116,12 @@ def built() -> dict:
         out["device_mesh"][shape] = {
             a: dist.get_process_group_ranks(torch_mesh.get_group(a)) for a in AXES
         }
+    out["experts"] = [mesh_module.main(*s, ep=2) for s in ((4, 1, 1, 1), (2, 1, 1, 2))]
+    torch_mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("expert_dp", "ep"))
+    out["device_mesh_experts"] = {
+        a: dist.get_process_group_ranks(torch_mesh.get_group(a))
+        for a in ("expert_dp", "ep")
+    }
     try:
         mesh_module.main(3, 1, 1, 1)
     except UsageError as error:
@@ -108,6 +151,18 @@ def test_built_groups_match_arithmetic_and_device_mesh(results) -> None:
             for axis in AXES:
                 mine = next(g for g in brute_force(axis, shape) if rank in g)
                 assert torch_groups[axis] == mine, (shape, axis)
+
+
+def test_built_expert_groups_match_arithmetic_and_device_mesh(results) -> None:
+    for rank, r in enumerate(results):
+        for shape, main in zip(((4, 1, 1, 1), (2, 1, 1, 2)), r["experts"]):
+            dp_rank = main["mesh"]["dp_rank"]
+            assert (main["mesh"]["ep"], main["mesh"]["ep_rank"]) == (2, dp_rank % 2)
+            for axis in ("ep", "expert_dp"):
+                mine = next(g for g in brute_force_experts(axis, shape, 2) if rank in g)
+                assert main["groups"][axis] == mine, (shape, axis)
+        for axis, ranks in r["device_mesh_experts"].items():  # dp 4 = (2, ep 2)
+            assert r["experts"][0]["groups"][axis] == ranks, axis
 
 
 def test_pipeline_neighbours_and_stages(results) -> None:

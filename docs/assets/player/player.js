@@ -93,8 +93,7 @@
         item.append(" " + t.name);
       });
       for (const e of [this.view, this.status, bar, legend]) fig.insertBefore(e, caption);
-      fig.tabIndex = 0;
-      fig.setAttribute("role", "group");
+      fig.tabIndex = 0; // a figure with a caption keeps its role: named, not a group
       fig.setAttribute("aria-label", "Animation: " + (this.a.title || "trace"));
       fig.addEventListener("keydown", (e) => this.key(e));
       this.draw();

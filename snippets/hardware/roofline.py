@@ -178,7 +178,7 @@ def tables(matmuls: list[dict], streams: list[dict]) -> dict:
         for r in streams
     ]  # fmt: skip
     published = [
-        {"": name, "bf16 dense TFLOP/s": p["peak_flops"] / 1e12,
+        {"GPU": name, "bf16 dense TFLOP/s": p["peak_flops"] / 1e12,
          "HBM TB/s": p["bandwidth"] / 1e12,
          "knee FLOP/byte": round(p["peak_flops"] / p["bandwidth"])}
         for name, p in PUBLISHED.items()

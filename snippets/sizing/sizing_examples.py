@@ -151,7 +151,7 @@ def torchtitan_8b() -> list[dict]:
         "calculator, total": mem["total"],
         "torchtitan, measured peak reserved (82.4 GiB)": measured,
     }  # fmt: skip
-    return [{"": k, "GB": round(v / 1e9, 1)} for k, v in parts.items()]
+    return [{"part": k, "GB": round(v / 1e9, 1)} for k, v in parts.items()]
 
 
 # --8<-- [start:moe_examples]

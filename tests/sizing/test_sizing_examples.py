@@ -39,7 +39,7 @@ def test_our_runs_against_the_model_and_the_zero_paper(tables: dict) -> None:
 
 
 def test_fsdp_model_states_of_llama3_8b(tables: dict) -> None:
-    gb = {r[""]: r["GB"] for r in tables["torchtitan"]}
+    gb = {r["part"]: r["GB"] for r in tables["torchtitan"]}
     states = gb["model states (2 + 4 + 12 B a parameter, ÷ 8)"]
     assert states == pytest.approx(LLAMA3_8B_PARAMS * 18 / 8 / 1e9, abs=0.1)
 

@@ -35,7 +35,7 @@
 
   // parts: [name, value, text, colour]; marker: [label, value] drawn as a line
   function stacked(box, title, parts, scale, marker) {
-    el("h4", {}, box, title);
+    el("h3", {}, box, title); // under the note's "## The calculator"
     const words = parts.map(([name, , text]) => `${name} ${text}`).join(", ");
     const bar = el("div", { class: "cp-sizing__bar", role: "img",
       "aria-label": `${title}: ${words}` }, box);
@@ -119,7 +119,9 @@
     const table = el("table", { class: "cp-sizing__comm" }, box);
     el("caption", {}, table, "Communication a GPU sends a step (α-β time)");
     const head = el("tr", {}, el("thead", {}, table));
-    for (const t of ["", "bytes", "seconds"]) el("th", { scope: "col" }, head, t);
+    for (const t of ["parallelism", "bytes", "seconds"]) {
+      el("th", { scope: "col" }, head, t);
+    }
     const body = el("tbody", {}, table);
     for (const k of ["dp", "tp", "pp", "cp", "ep"]) {
       const bytes = r.comm_bytes_per_step[k], s = r.comm_seconds_per_step[k];

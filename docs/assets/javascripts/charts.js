@@ -2,7 +2,9 @@
 // vega-embed this site serves itself. The spec holds the light scheme; when Material's
 // scheme is slate, the spec's usermeta.dark is merged over its config, and the charts
 // are drawn again whenever the reader toggles the scheme. No action menu: nothing here
-// links to or loads from another host.
+// links to or loads from another host. A legend that fades series on a click (Vega's
+// SVG takes no focus) gets a row of buttons under the chart that do the same from the
+// keyboard: one shows only its series, pressed again shows all.
 (function () {
   "use strict";
 
@@ -20,8 +22,33 @@
 
   const views = [];
 
+  function keys(figure, view) {
+    const signals = view.getState({ signals: (name) => /_legend$/.test(name) }).signals;
+    const [signal, more] = Object.keys(signals || {});
+    if (!signal || more) return;
+    const row = document.createElement("div");
+    row.className = "cp-chart__keys";
+    row.setAttribute("role", "group");
+    row.setAttribute("aria-label", "Show only one series");
+    const buttons = view.scale("color").domain().map((value) => {
+      const b = row.appendChild(document.createElement("button"));
+      Object.assign(b, { type: "button", textContent: String(value) });
+      b.addEventListener("click", () => {
+        view.signal(signal, view.signal(signal) === value ? null : value).runAsync();
+      });
+      return [b, value];
+    });
+    const show = (picked) => {
+      for (const [b, value] of buttons) b.ariaPressed = String(value === picked);
+    };
+    view.addSignalListener(signal, (_, picked) => show(picked)); // the legend's clicks
+    show(view.signal(signal));
+    figure.querySelector(".cp-chart__view").after(row);
+  }
+
   function draw() {
     while (views.length) views.pop().finalize();
+    for (const row of document.querySelectorAll(".cp-chart__keys")) row.remove();
     const dark = isDark();
     for (const figure of document.querySelectorAll("figure.cp-chart")) {
       const spec = JSON.parse(figure.querySelector(".cp-chart__spec").textContent);
@@ -32,7 +59,10 @@
         actions: false,
         tooltip: { theme: dark ? "dark" : "light" },
       })
-        .then((result) => views.push(result))
+        .then((result) => {
+          views.push(result);
+          keys(figure, result.view);
+        })
         .catch((error) => console.error("chart:", error));
     }
   }

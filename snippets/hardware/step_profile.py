@@ -223,7 +223,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # --8<-- [start:main]
 def main(rows: int = 8, rounds: int = 7, bucket_cap_mb: float = 0.25) -> dict:
     p, cfg = dist.get_world_size(), CONFIG
-    roof = load_roof(p)
+    roof, load = load_roof(p), [os.getloadavg()[0]]  # other work on the machine
     model = DDP(GPT(cfg), bucket_cap_mb=bucket_cap_mb)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     idx, targets = random_batch(cfg, rows * p)
@@ -239,7 +239,7 @@ def main(rows: int = 8, rounds: int = 7, bucket_cap_mb: float = 0.25) -> dict:
     times = timing.interleave(
         {"plain step": step, "profiled step": lambda: profiled(step, kept)}, rounds
     )
-    kept = kept[-rounds:]  # the warm-up's profile is not one of the rounds
+    kept, load = kept[-rounds:], load + [os.getloadavg()[0]]  # warm-up's not kept
     # the cross-note check: one all-reduce per bucket the DDP note's function assigns
     buckets = assign_buckets([t for t in model.module.parameters()], bucket_cap_mb)
     seen = {k["classes"]["all-reduce"]["calls"] for k in kept}
@@ -256,7 +256,7 @@ def main(rows: int = 8, rounds: int = 7, bucket_cap_mb: float = 0.25) -> dict:
     dist.all_reduce(walls, op=dist.ReduceOp.MAX)  # the slowest rank's, as the harness
     plain = times.wall["plain step"]  # the same rounds, the slowest rank's
     ratios = [a / b for a, b in zip(walls.tolist(), plain)]  # profiled ÷ plain
-    step = {"plain_s": Spread.of(plain), "profiled_ratio": ratios}
+    step = {"plain_s": Spread.of(plain), "profiled_ratio": ratios, "load": load}
     said = findings(rows_out, roof, step, len(buckets), bucket_cap_mb)
     for line in said:
         print0(line)
@@ -383,6 +383,9 @@ def findings(
             "the profiler slows the step",
             "the profiled step was faster",
         ),
+        f"Load: the machine's 1-minute load average was {step['load'][0]:.1f} when "
+        f"the timing began and {step['load'][1]:.1f} when it ended, on "
+        f"{os.cpu_count()} cores.",
     ]
 
 

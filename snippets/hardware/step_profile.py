@@ -373,7 +373,8 @@ def findings(
         + ".",
         f"Every class's roofline time added up, the all-reduce left out (it overlaps "
         f"backward): {formula * 1e3:.2f} ms; a plain step took "
-        f"{plain.text(2, 1e3)} ms, {plain.median / formula:.1f}× the formula.",
+        f"{plain.text(2, 1e3)} ms, {Spread(*plain).text(1, 1 / formula)}× the "
+        "formula.",
         f"The profile saw {ar['calls']} gloo all-reduces on each rank: the "
         f"{buckets} buckets the DDP note's assign_buckets makes of this model at "
         f"{cap:g} MiB.",

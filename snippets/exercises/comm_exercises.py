@@ -12,6 +12,7 @@ import torch.distributed as dist
 from torch.distributed import ReduceOp
 
 from snippets.attention.ring_pass import start_pass
+from snippets.comm.algorithms.naive_allreduce import naive_allreduce
 from snippets.comm.algorithms.ring_allreduce import ring_allreduce
 from snippets.comm.collective.all_to_all import all_to_all_single
 from snippets.comm.collective.rooted_collectives import broadcast
@@ -349,6 +350,54 @@ def check_all_to_all(fn, grade: Grade) -> None:
             )
 
 
+def check_naive_allreduce(fn, grade: Grade) -> None:
+    rank, p = grade.rank, grade.world_size
+    for shape, op in (((1,), "SUM"), ((7,), "SUM"), ((3, 5), "MAX")):
+        with grade.case(f"{op} of a {shape} tensor") as case:
+            mine = integers(shape, seed=100 * rank + len(shape))
+            expected = mine.clone()
+            dist.all_reduce(expected, op=getattr(ReduceOp, op))  # the oracle
+            root = mine.clone()
+            dist.broadcast(root, 0)
+            got = mine.clone()
+            case.call(fn, got, getattr(ReduceOp, op))
+            case.equal(
+                got,
+                expected,
+                "the tensor",
+                mistakes=(
+                    (mine, "the tensor is unchanged: write the result into it"),
+                    (expected / p, "each element is the sum ÷ p: SUM keeps the sum"),
+                    (expected - root, "the sum leaves out the root's own tensor"),
+                ),
+            )
+    n = 6
+    with grade.case(f"through rank 0: {p - 1} messages in, {p - 1} out") as case:
+        case.call(fn, integers((n,), seed=rank))
+        sends, recvs = data_calls(case)
+        peers = sorted({c.peer for c in sends + recvs})
+        if rank == 0:
+            case.expect(
+                len(sends) == len(recvs) == p - 1 and peers == list(range(1, p)),
+                f"the root receives once from, and sends once to, each of ranks "
+                f"1..{p - 1}; it sent {len(sends)} and received {len(recvs)}",
+                *(f"call: {c}" for c in sends + recvs),
+            )
+        else:
+            case.expect(
+                len(sends) == len(recvs) == 1 and peers == [0],
+                f"rank {rank} sends its tensor once, to rank 0, and receives the "
+                f"total once, from it; it sent {len(sends)} and received "
+                f"{len(recvs)}, with ranks {peers}",
+                "hint: every rank other than the root talks only to the root",
+            )
+        case.expect(
+            all(c.numel == n for c in sends + recvs),
+            f"each message carries the whole tensor, {n} elements",
+            *(f"call: {c}" for c in sends + recvs if c.numel != n),
+        )
+
+
 EXERCISES = [
     Exercise(
         name="ring_allreduce",
@@ -429,8 +478,8 @@ EXERCISES = [
         ),
         hints=(
             "number the ranks relative to the root: v = (rank - src) % p",
-            "a binomial tree: v receives from v minus its lowest set bit",
-            "then v sends to v + 2^k for each 2^k below that bit, while v + 2^k < p",
+            "every rank that has the data can send it on: after k rounds, how many?",
+            "a rank receives once, before it sends: from which rank?",
         ),
         world_sizes=(4, 3),
         point_to_point=True,
@@ -532,5 +581,38 @@ EXERCISES = [
         world_sizes=(4, 3),
         point_to_point=True,
         imports="import torch\nimport torch.distributed as dist\n",
+    ),
+    Exercise(
+        name="naive_allreduce",
+        title="the naive all-reduce, through one rank",
+        note="2026-11-20-naive-allreduce",
+        function=naive_allreduce,
+        check=check_naive_allreduce,
+        solution="snippets/comm/algorithms/naive_allreduce.py:naive",
+        signature=(
+            "def naive_allreduce(\n"
+            "    tensor: torch.Tensor,\n"
+            "    op: ReduceOp = ReduceOp.SUM,\n"
+            "    group: dist.ProcessGroup | None = None,\n"
+            ") -> None:"
+        ),
+        doc=(
+            "All-reduce ``tensor`` in place over ``group``, like ``dist.all_reduce``,\n"
+            "the naive way: every other rank sends its whole tensor to the group's\n"
+            "first rank, the root, which combines them all with its own and sends the\n"
+            "result back to each. The root receives p-1 messages and sends p-1;\n"
+            "every other rank sends one and receives one."
+        ),
+        hints=(
+            "the root's own tensor counts too",
+            "the root may receive in any order, but combine in one fixed order",
+            "SUM adds and nothing else: AVG would divide by p",
+        ),
+        world_sizes=(4, 3),
+        point_to_point=True,
+        imports=(
+            "import torch\nimport torch.distributed as dist\n"
+            "from torch.distributed import ReduceOp\n"
+        ),
     ),
 ]

@@ -17,7 +17,7 @@ from snippets.comm.algorithms.ring_allreduce import ring_allreduce
 from snippets.comm.collective.all_to_all import all_to_all_single
 from snippets.comm.collective.rooted_collectives import broadcast
 from snippets.comm.collective.symmetric_collectives import all_gather, reduce_scatter
-from snippets.exercises.grader import Call, Exercise, Grade
+from snippets.exercises.grader import Call, Exercise, Grade, Watcher
 
 EMPTY = -100.0  # what an output holds before the reader's code writes it
 
@@ -98,18 +98,28 @@ def ring_traffic(case, grade: Grade, steps: int, hint: str) -> None:
     )
 
 
-def _pass(fn, t: torch.Tensor, group, tag: int) -> torch.Tensor:
+def _pass(fn, t: torch.Tensor, group, tag: int, waited: list | None = None):
     """The reader's ``start_pass``, then a wait on each request it returned (what
-    ``finish_pass`` does), inside the watched call: the incoming tensor."""
-    pending = fn(t, group, tag)
-    if not (isinstance(pending, tuple) and len(pending) == 2):
+    ``finish_pass`` does), inside the watched call: the incoming tensor. ``waited``,
+    where given, gets what the reader's code waited on before it returned."""
+    grade = Watcher.installed.grade if Watcher.installed else None
+    if grade is not None and waited is not None:  # note each wait, then wait
+        real = grade.waiting
+        grade.waiting = lambda call: (waited.append(call), real(call))[1]
+    try:
+        pending = fn(t, group, tag)
+    finally:
+        if grade is not None and waited is not None:
+            del grade.waiting  # the method again
+    if not (isinstance(pending, (tuple, list)) and len(pending) == 2):
         raise TypeError(
             f"start_pass returned {type(pending).__name__}; it returns "
             "(requests, incoming)"
         )
     works, incoming = pending
     for w in works:
-        w.wait()
+        if not w.is_completed():  # gloo's send blocks on a second wait, for ever
+            w.wait()
     return incoming
 
 
@@ -143,9 +153,16 @@ def check_ring_pass(fn, grade: Grade) -> None:
                 torch.equal(t, before),
                 "the tensor it sent changed: receive into a new buffer",
             )
-    with grade.case("one send to the right, one receive from the left") as case:
-        case.call(_pass, fn, integers((6,), seed=30 + rank), None, 0)
+    with grade.case("one send right, one receive from the left, not waited on") as case:
+        waited: list[Call] = []
+        case.call(_pass, fn, integers((6,), seed=30 + rank), None, 0, waited)
         ring_traffic(case, grade, 1, "one isend to the right, one irecv from the left")
+        case.expect(
+            not waited,
+            f"start_pass waited on {waited[0] if waited else ''} before it returned",
+            "hint: return the requests unwaited: the caller computes while the data "
+            "moves, and waits when it needs it",
+        )
     if p % 2 or p < 4:
         return
     halves = [dist.new_group(list(range(k, p, 2))) for k in (0, 1)]  # every rank

@@ -86,6 +86,7 @@ def test_each_untouched_stub_fails_with_exit_1(graded, tmp_path, name) -> None:
         ("ring_pass", "left", 3, "send right, receive from the left"),
         ("ring_pass", "global_ranks", 4, "it is global rank 3's tensor"),
         ("ring_pass", "strided", 3, "input tensor has to be contiguous"),
+        ("ring_pass", "waits", 3, "start_pass waited on isend to rank 1"),
         ("tree_broadcast", "fan_out", 4, "rank 3 sends 3 messages; in a tree"),
         ("tree_broadcast", "root_zero", 3, "hint: the tensor is this rank's own"),
         ("tree_broadcast", "chain", 4, "the tree is 3 deep"),

@@ -622,14 +622,28 @@ def _merge(state_dir: str, world_size: int) -> Outcome:
                 titles.append(case["title"])
     for title in titles:
         merged = {"title": title, "failure": None, "rank": None, "detail": []}
-        for rank, state in sorted(states.items()):
-            case = next((c for c in state["cases"] if c["title"] == title), None)
-            if case is not None and case["failure"] is not None:
-                merged |= {"failure": case["failure"], "rank": rank}
-                merged["detail"] = case["detail"]
-                if case["stopped"] and outcome.stopped is None:
-                    outcome.stopped = case["failure"]
-                break
+        found = [
+            (rank, next((c for c in state["cases"] if c["title"] == title), None))
+            for rank, state in sorted(states.items())
+        ]
+        failed = [
+            (r, c) for r, c in found if c is not None and c["failure"] is not None
+        ]
+        # a peer's stop reaches a rank that waits on it as a closed connection: name
+        # the rank that stopped first, not its echo
+        failed.sort(key=lambda pair: _is_echo(pair[1]["failure"]))
+        if failed:
+            rank, case = failed[0]
+            merged |= {"failure": case["failure"], "rank": rank}
+            merged["detail"] = case["detail"]
+            if case["stopped"] and outcome.stopped is None:
+                outcome.stopped = case["failure"]
         outcome.cases.append(merged)
     outcome.waits = {r: s["wait"] for r, s in states.items() if s.get("wait")}
     return outcome
+
+
+def _is_echo(failure: str) -> bool:
+    """A rank's failure that only says its peer went away."""
+    text = failure.lower()
+    return "connection closed by peer" in text or "connection reset by peer" in text

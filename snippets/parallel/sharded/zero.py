@@ -86,6 +86,25 @@ def _reduce_and_drop(piece: Piece, param: torch.Tensor) -> None:
     param.grad = None
 
 
+def zero1_step(
+    params: list[nn.Parameter],
+    state: dict,
+    lr: float,
+    momentum: float,
+    group: dist.ProcessGroup | None = None,
+) -> None:
+    """One SGD-with-momentum step of ``params`` under ZeRO stage 1, as a function:
+    the first call cuts the parameters into pieces and keeps them, and an SGD over
+    this rank's chunks only, in ``state``; every call is a stage-1 ``step()``."""
+    if "optimizer" not in state:
+        comm = CommCounter(group)
+        pieces = [Piece(t, comm, own_storage=False) for t in params]
+        chunks = [piece.chunk for piece in pieces]
+        inner = torch.optim.SGD(chunks, lr=lr, momentum=momentum)
+        state["optimizer"] = ZeroOptimizer(pieces, inner, stage=1, comm=comm)
+    state["optimizer"].step()
+
+
 # --8<-- [end:optimizer]
 
 

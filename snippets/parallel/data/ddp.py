@@ -15,7 +15,11 @@ that are all-reduced while the backward pass is still running.
   the world size (SUM then divide: gloo's ``ReduceOp.AVG`` has been wrong) and copies
   the means back into ``.grad``.
 * ``with ddp.no_sync():`` backward only accumulates ``.grad`` locally; the next
-  synced backward averages the accumulated sum.
+  synced backward averages the accumulated sum. ``accumulate(ddp, micro_batches)``:
+  k micro-batches as one step, each loss ÷ k, all but the last under ``no_sync()``.
+* ``average_bucket(params, group)``: what one bucket goes through, in one call
+  (flatten, SUM all-reduce, ÷ p, copy back); ``DDP`` runs the same pieces in two
+  halves, around an asynchronous all-reduce.
 
 Decided and tested: frozen parameters (``requires_grad=False``) get no hook and no
 bucket; a tied weight (tiny_gpt's ``tok_emb``/``lm_head``) is one parameter, in one

@@ -9,6 +9,8 @@ rank's chunks, so its state is 1/N of the model's.
 
 * Stage 1: backward fills full gradients as usual; ``step()`` reduce-scatters each
   (Σ, then ÷ N), steps the chunks, all-gathers the parameters. 2Ψ per step.
+  ``zero1_step(params, state, lr, momentum)`` is that step with SGD as one function,
+  its pieces and optimizer kept in ``state`` between calls.
 * Stage 2: the reduce-scatter runs in a post-accumulate-grad hook the moment each
   gradient is ready, and the full gradient is dropped at once. 2Ψ.
 * Stage 3: parameters live as chunks. A model with ``blocks`` (the tiny GPT) is

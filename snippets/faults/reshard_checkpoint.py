@@ -233,9 +233,13 @@ def mesh_targets(model, group) -> dict:
             fqn = f"model.{name}" if key == "model" else f"optim.{name}.{key}"
             if cut:  # a view of the local slice: the load writes into the model
                 targets[fqn] = DTensor.from_local(
-                    local, tp_mesh, [DShard(cut[0])], run_check=False,
-                    shape=torch.Size(full), stride=dense[name].stride(),
-                )  # fmt: skip
+                    local,
+                    tp_mesh,
+                    [DShard(cut[0])],
+                    run_check=False,
+                    shape=torch.Size(full),
+                    stride=dense[name].stride(),
+                )
                 slices[fqn] = cut[0]
             else:
                 targets[fqn] = local
@@ -458,9 +462,12 @@ def main(
             reference = torch.load(os.path.join(folder, REFERENCE))
         else:
             reference = launch(
-                save_zero3, SAVE_RANKS, backend="gloo", timeout_s=TIMEOUT_S,
+                save_zero3,
+                SAVE_RANKS,
+                backend="gloo",
+                timeout_s=TIMEOUT_S,
                 args=(folder,),
-            )[0]  # fmt: skip
+            )[0]
         oracle = train_one_process()
         drift = max_difference(reference, oracle)
         assert drift < 1e-12, f"ZeRO-3 vs one process: {drift:.1e}"
@@ -468,10 +475,13 @@ def main(
         for name, lay in layouts.items():
             found = compare(load(folder, lay), reference, name)
             rows.append(
-                {"layout": name, "ranks": lay["ranks"],
-                 "tensors equal (torch.equal)": found["compared"],
-                 "files each rank read": " ".join(map(str, found["read"]))}
-            )  # fmt: skip
+                {
+                    "layout": name,
+                    "ranks": lay["ranks"],
+                    "tensors equal (torch.equal)": found["compared"],
+                    "files each rank read": " ".join(map(str, found["read"])),
+                }
+            )
         disk = on_disk(folder)
         pieces = chunks_of(folder, "model.blocks.0.attn.q.weight")
     print(
@@ -514,8 +524,14 @@ def on_disk(folder: str) -> list[dict]:
     for name in sorted(per_file):
         rank = int(re.match(r"__(\d+)_", name)[1])
         size = os.path.getsize(os.path.join(folder, name))
-        rows.append({"file": name, "written by": f"rank {rank}", "bytes": size,
-                     **per_file[name]})  # fmt: skip
+        rows.append(
+            {
+                "file": name,
+                "written by": f"rank {rank}",
+                "bytes": size,
+                **per_file[name],
+            }
+        )
     return rows
 
 
@@ -528,10 +544,13 @@ def chunks_of(folder: str, fqn: str) -> list[dict]:
             md = meta.state_dict_metadata[fqn]
             chunk = next(c for c in md.chunks if c.offsets == index.offset)
             rows.append(
-                {"file": info.relative_path, "offsets (row, col)": tuple(chunk.offsets),
-                 "sizes (rows, cols)": tuple(chunk.sizes),
-                 "values": math.prod(chunk.sizes)}
-            )  # fmt: skip
+                {
+                    "file": info.relative_path,
+                    "offsets (row, col)": tuple(chunk.offsets),
+                    "sizes (rows, cols)": tuple(chunk.sizes),
+                    "values": math.prod(chunk.sizes),
+                }
+            )
     return rows
 
 

@@ -55,6 +55,7 @@ from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import DTensor
 from torch.distributed.tensor import Shard as DShard
 
+from snippets.core.claims import Claim, check
 from snippets.core.cli import main_entry
 from snippets.core.compare import max_difference
 from snippets.core.runtime import Spec, UsageError, launch
@@ -496,8 +497,11 @@ def main(
             "before the save ✓"
         )
     print(f"gathered state vs one process trained alike: max |Δ| = {drift:.1e} ✓")
+    said = check(CLAIMS, {"disk": disk})
+    print(*said)
     return {
         "tables": {"layouts": rows, "disk": disk, "chunks": pieces},
+        "markdown": {"claims": " ".join(said)},
         "drift": drift,
         "provenance": {"backend": "gloo", "world_size": SAVE_RANKS},
     }
@@ -555,6 +559,15 @@ def chunks_of(folder: str, fqn: str) -> list[dict]:
 
 
 # --8<-- [end:disk]
+
+
+CLAIMS = [
+    Claim(
+        "Each rank's file is more than twice the raw bytes of the values in it: DCP "
+        "writes every chunk with torch.save, and this model has many small chunks.",
+        lambda d: all(r["bytes"] > 2 * r["raw bytes"] for r in d["disk"][1:]),
+    ),
+]
 
 
 if __name__ == "__main__":

@@ -47,7 +47,8 @@ def test_the_kill_was_real_and_the_restart_resumed_from_the_last_checkpoint(runs
         (e["attempt"], e["rank"], e["step"]) for e in seen if e["event"] == "start"
     )
     assert starts == [(0, 0, 0), (0, 1, 0), (1, 0, 2), (1, 1, 2)]
-    assert "exitcode  : -9" in (crashed / "torchrun.log").read_text()  # SIGKILL
+    log = (crashed / "torchrun.log").read_text()
+    assert "failed (exitcode: -9) local_rank: 1" in log  # -9: SIGKILL
     lost = cr.lost_time(str(crashed), KILL)
     assert lost["steps redone"] == 1 and lost["resumed from step"] == 2
 

@@ -109,12 +109,19 @@ def predict(layout: Layout, batch: int, machine: dict, cfg: GPTConfig = CFG) -> 
 
 
 # --8<-- [start:measure]
-def scheduler_seconds() -> tuple[float, float]:
-    """This thread's time on a core and its time ready but waiting for one, as the
+def scheduler_seconds(task: str = "thread-self") -> tuple[float, float]:
+    """A thread's time on a core and its time ready but waiting for one, as the
     kernel counts them (the first two fields of ``schedstat``, in ns)."""
-    with open("/proc/thread-self/schedstat") as f:
+    with open(f"/proc/{task}/schedstat") as f:
         ran, waited = f.read().split()[:2]
     return int(ran) / 1e9, int(waited) / 1e9
+
+
+def others_waited() -> float:
+    """Seconds the process's other threads (intra-op workers, gloo's) have waited."""
+    tasks = os.listdir("/proc/self/task")
+    total = sum(scheduler_seconds(f"self/task/{t}")[1] for t in tasks)
+    return total - scheduler_seconds()[1]
 
 
 def build_step(layout: Layout, cfg: GPTConfig, batch: int):
@@ -151,12 +158,12 @@ def measure_rank(layout: Layout, cfg: GPTConfig, batch: int, rounds: int) -> dic
     step, mine = build_step(layout, cfg, batch), []
 
     def timed() -> None:
-        ran, waited = scheduler_seconds()
+        (ran, waited), others = scheduler_seconds(), others_waited()
         start = time.perf_counter()
         step()
         wall = time.perf_counter() - start
-        ran2, waited2 = scheduler_seconds()
-        mine.append((wall, ran2 - ran, waited2 - waited))
+        (ran2, waited2), others2 = scheduler_seconds(), others_waited()
+        mine.append((wall, ran2 - ran, waited2 - waited, others2 - others))
 
     found = timing.interleave({"step": timed}, rounds, cpu_clock=time.process_time)
     every: list = [None] * dist.get_world_size()
@@ -187,13 +194,16 @@ def explain(layout: Layout, run: dict, cores: int) -> dict:
     waited for a core, the share the layout's own ranks make it wait (n threads on
     c cores run c/n of the time), and the step without the rest of the wait."""
     own = min(1.0, cores / (layout.ranks * run["threads"]))  # of the time on a core
-    waited, free = [], []
-    for calls in zip(*run["ranks"]):  # one round: (wall, ran, waited) per rank
-        wall, ran, wait = max(calls)  # the slowest rank's
+    waited, free, others, on_core = [], [], [], []
+    for calls in zip(*run["ranks"]):  # a round: (wall, ran, waited, others') a rank
+        wall, ran, wait, other = max(calls)  # the slowest rank's
         beyond = max(0.0, wait - ran * (1 / own - 1))  # waits its own ranks cause
         waited.append(wait / wall)
         free.append(wall - beyond)
-    return {"own_wait": 1 - own, "waited": waited, "load_free_s": free}
+        others.append(other)
+        on_core.append(ran)
+    return {"own_wait": 1 - own, "waited": waited, "load_free_s": free,
+            "others_waited_s": others, "ran_s": on_core}  # fmt: skip
 
 
 # --8<-- [end:explain]
@@ -228,6 +238,8 @@ def main(rounds: int = 7, batch: int = 8) -> dict:
             "ratio": Spread.of([w / predicted for w in run["wall"]]),
             "waited": Spread.of(why["waited"]), "own_wait": why["own_wait"],
             "load_free_s": Spread.of(why["load_free_s"]),
+            "others_waited_s": Spread.of(why["others_waited_s"]),
+            "ran_s": Spread.of(why["ran_s"]),
             "load_free_ratio": Spread.of([f / predicted for f in why["load_free_s"]]),
             "load": (load, os.getloadavg()[0]),
         })  # fmt: skip
@@ -238,8 +250,7 @@ def main(rounds: int = 7, batch: int = 8) -> dict:
         "tables": {"steps": table(rows)},
         "markdown": {"findings": "\n\n".join(said)},
         "steps": [{k: jsonable(v) for k, v in r.items()} for r in rows],
-        "profile": {k: v for k, v in predict(LAYOUTS[0], batch, machine)["inputs"][
-            "gpu"].items()},
+        "profile": predict(LAYOUTS[0], batch, machine)["inputs"]["gpu"],
         "provenance": {"backend": "gloo", "world_size": max(x.ranks for x in LAYOUTS)},
     }
 
@@ -294,11 +305,22 @@ def findings(rows: list[dict], machine: dict) -> list[str]:
             f"without the rest, the step is {r['load_free_s'].text(1, 1e3)} ms, "
             f"{r['load_free_ratio'].text(1)}× the prediction"
             + (", within the target." if within(r["load_free_ratio"]) else ".")
+            + f" On a core, that main thread ran {r['ran_s'].text(1, 1e3)} ms, "
+            f"{Spread(*r['ran_s']).text(1, 1 / r['compute_s'])}× the predicted "
+            "compute."
+            + (
+                f" Its other threads (intra-op workers, gloo's) waited for a core "
+                f"{r['others_waited_s'].text(1, 1e3)} ms a step in all; the main "
+                "thread stands at their barriers meanwhile."
+                if r["threads"] > 1
+                else ""
+            )
         )
     said.append(
         "Load: the 1-minute load average was "
-        + "; ".join(f"{r['layout']} {r['load'][0]:.1f}→{r['load'][1]:.1f}"
-                    for r in rows)  # fmt: skip
+        + "; ".join(
+            f"{r['layout']} {r['load'][0]:.1f}→{r['load'][1]:.1f}" for r in rows
+        )
         + f" (before → after each layout), on {machine['cores']} cores."
     )
     return said

@@ -223,7 +223,7 @@ def main(rounds: int = 7, batch: int = 8) -> dict:
         raise UsageError(f"--batch {batch} must split over 4 ranks and 4 micro-batches")
     machine, cfg, rows = load_machine(), CFG, []
     for layout in LAYOUTS:
-        plan = predict(layout, batch, machine)
+        plan = predict(layout, batch, machine, cfg)
         assert plan["params"] == cfg.num_params(), "the calculator's count ≠ GPT's"
         load = os.getloadavg()[0]
         run = launch(measure_rank, layout.ranks, "gloo", SPEC.timeout_s,
@@ -250,7 +250,7 @@ def main(rounds: int = 7, batch: int = 8) -> dict:
         "tables": {"steps": table(rows)},
         "markdown": {"findings": "\n\n".join(said)},
         "steps": [{k: jsonable(v) for k, v in r.items()} for r in rows],
-        "profile": predict(LAYOUTS[0], batch, machine)["inputs"]["gpu"],
+        "profile": predict(LAYOUTS[0], batch, machine, cfg)["inputs"]["gpu"],
         "provenance": {"backend": "gloo", "world_size": max(x.ranks for x in LAYOUTS)},
     }
 

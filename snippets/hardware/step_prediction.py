@@ -294,6 +294,7 @@ def findings(rows: list[dict], machine: dict) -> list[str]:
         f"{', '.join(hit) if hit else 'none'} of {len(rows)} layouts.",
     ]
     for r in missed:
+        on_core = r["compute_s"] * (1 - r["own_wait"])  # a thread's turns on a core
         said.append(
             f"{r['layout']} missed: predicted {r['predicted_s'] * 1e3:.2f} ms "
             f"(compute {r['compute_s'] * 1e3:.2f}, bubble ×{r['bubble']:.2f}, "
@@ -306,8 +307,13 @@ def findings(rows: list[dict], machine: dict) -> list[str]:
             f"{r['load_free_ratio'].text(1)}× the prediction"
             + (", within the target." if within(r["load_free_ratio"]) else ".")
             + f" On a core, that main thread ran {r['ran_s'].text(1, 1e3)} ms, "
-            f"{Spread(*r['ran_s']).text(1, 1 / r['compute_s'])}× the predicted "
-            "compute."
+            f"{Spread(*r['ran_s']).text(1, 1 / on_core)}× the "
+            f"{on_core * 1e3:.2f} ms the predicted compute gives it there"
+            + (
+                f" ({1 - r['own_wait']:.2f} of {r['compute_s'] * 1e3:.2f} ms)."
+                if r["own_wait"]
+                else "."
+            )
             + (
                 f" Its other threads (intra-op workers, gloo's) waited for a core "
                 f"{r['others_waited_s'].text(1, 1e3)} ms a step in all; the main "

@@ -168,8 +168,14 @@
 
   function size(data, argv) {
     const opts = parse_args(data, argv);
+    // "this-machine" is the CLI's alone: it reads the roofline and α-β results of
+    // the machine that runs it, which a page cannot measure.
+    if (opts.gpu === "this-machine") {
+      throw new F.UsageError(
+        "--gpu this-machine is measured where it runs: use python -m snippets size");
+    }
     if (!Object.hasOwn(data.gpus, opts.gpu)) {
-      const names = Object.keys(data.gpus).join(", ");
+      const names = [...Object.keys(data.gpus), "this-machine"].join(", ");
       throw new F.UsageError(
         `unknown GPU ${py_repr(opts.gpu)}: choose one of ${names}`);
     }

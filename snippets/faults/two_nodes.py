@@ -38,6 +38,7 @@ gave to a socket bound to port 0, and it is free again when the run ends.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import re
@@ -71,20 +72,14 @@ SPEC = Spec(
 MARK = "COMMONPLACE_TWO_NODES"  # in every process of one run: the run's id
 MAX_RANKS = 16  # processes one machine is asked to hold
 NUMEL = 10_001  # odd, so the shards of the reduce-scatter need padding
-MAPPING = (
-    "RANK",
-    "LOCAL_RANK",
-    "GROUP_RANK",
-    "LOCAL_WORLD_SIZE",
-    "WORLD_SIZE",
-    "GROUP_WORLD_SIZE",
-)
+# what torchrun sets in every rank's environment, all read as numbers
+MAPPING = "RANK LOCAL_RANK GROUP_RANK LOCAL_WORLD_SIZE WORLD_SIZE GROUP_WORLD_SIZE"
 
 
 # --8<-- [start:mapping]
 def where_am_i() -> dict:
     """What torchrun told this rank, and which launcher (host, pid) started it."""
-    told = {name.lower(): int(os.environ[name]) for name in MAPPING}
+    told = {name.lower(): int(os.environ[name]) for name in MAPPING.split()}
     return {**told, "host": socket.gethostname(), "launcher_pid": os.getppid()}
 
 
@@ -154,8 +149,9 @@ def compare(mesh: Mesh, dtype: torch.dtype) -> dict:
     order is within (W−1)·u·Σ|x| of it (u: the dtype's unit roundoff)."""
     world = mesh.world_size
     inputs = [rank_input(r, dtype) for r in range(world)]  # W × (n,)
-    truth = torch.stack(inputs).double().sum(0)  # exact for the fp64 integers
-    bound = (world - 1) * torch.finfo(dtype).eps / 2 * torch.stack(inputs).abs().sum(0)
+    stacked = torch.stack(inputs).double()  # (W, n)
+    truth = stacked.sum(0)  # exact for the integers, and for W normals in fp32
+    bound = (world - 1) * torch.finfo(dtype).eps / 2 * stacked.abs().sum(0)
     flat, ours = inputs[mesh.rank].clone(), inputs[mesh.rank].clone()
     dist.all_reduce(flat)
     hierarchical_allreduce(ours, mesh)
@@ -367,8 +363,7 @@ def sweep(run_id: str, wait_s: float = 5.0) -> list[int]:
 
 
 def read_result(path: Path) -> dict | None:
-    import json
-
+    """Rank 0's record, which ``python -m snippets run --out`` wrote."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))["result"]
     except (OSError, ValueError, KeyError):
@@ -434,6 +429,11 @@ def main(
     fail_rank: int | None = None,
 ) -> dict:
     if dist.is_initialized():  # a rank, under the launchers (or a real cluster's)
+        if "GROUP_RANK" not in os.environ:
+            raise UsageError(
+                "two_nodes starts its own launchers: run it without -n, or on each "
+                "node under torchrun"
+            )
         record = worker(fail_rank)
         print0(f"{len(record['ranks'])} ranks: mapping ✓, hierarchical = flat ✓")
         return record
@@ -481,12 +481,10 @@ def report(run: Launch, order: dict) -> dict:
               f"GROUP_RANK {order['given'][i]}")  # fmt: skip
     print("GROUP_RANK follows the launchers' pids (c10d sorts them), not --node-rank ✓")
     checks = run.result["checks"]
-    for c in checks:
-        print(
-            f"hierarchical vs flat all-reduce, {c['elements']:,} {c['dtype']}: "
-            f"{c['bits differ']:,} elements differ in their bits; both within the "
-            "rounding bound ✓"
-        )
+    print(f"hierarchical vs flat all-reduce of {checks[0]['elements']:,} elements:")
+    for c, data in zip(checks, ("integers", "normals")):
+        print(f"  {c['dtype']} {data}: {c['bits differ']:,} differ in their bits; "
+              "both within the rounding bound ✓")  # fmt: skip
     free = port_is_free(run.port)
     print(
         f"rendezvous port free again: {'yes' if free else 'no'}; processes left "

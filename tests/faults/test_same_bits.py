@@ -115,20 +115,33 @@ def test_pp2_in_fp64_is_one_process() -> None:
 
 
 def rows(f64: float, f32: float, bf16: float, bug: float) -> list[dict]:
-    by = {"float64": f64, "float32": f32, "bfloat16": bf16}
-    out = [{"dtype": d, "layout": "dp2", "max |gap|": g} for d, g in by.items()]
+    """A run's gap rows: every layout at the dtype's gap, tp layouts at twice it, and
+    each gap ten times what it was in the first ten steps."""
+    out = []
+    for d, g in {"float64": f64, "float32": f32, "bfloat16": bf16}.items():
+        for layout in same_bits.LAYOUTS:
+            top = g * (2 if "tp" in layout else 1)
+            out.append({"dtype": d, "layout": layout, "max |gap|": top,
+                        "first 10 steps": top / 10, "last 10 steps": top})  # fmt: skip
     return out + [{"dtype": "float32", "layout": same_bits.BUG, "max |gap|": bug}]
 
 
-BITS = [{"dtype": "float32", "ring ≠ tree": 5, "ring ≠ its order": 0,
-         "error / bound": 0.5, "fixed ≠ one process": 0}]  # fmt: skip
+BITS = [{"dtype": "float32", "ring ≠ tree": 5, "ring ≠ dist": 4, "tree ≠ dist": 3,
+         "ring ≠ ring again": 0, "ring ≠ its order": 0, "error / bound": 0.5,
+         "fixed ≠ one process": 0}]  # fmt: skip
 
 
 def test_the_claims_hold_on_a_plausible_run_and_fail_on_a_bad_one() -> None:
     said = same_bits.claims(BITS, rows(1e-15, 1e-6, 1e-2, 0.3), 100, 1000)
-    assert len(said) == 5 and "1.0e-15 in fp64" in said[2]
+    assert len(said) == 8 and "2.0e-15 in fp64" in said[2]
+    assert "is 10 to 10 times" in said[7]
+    assert len(same_bits.claims(BITS, rows(1e-15, 1e-6, 1e-2, 0.3), 20, 1000)) == 7
     with pytest.raises(ClaimFailed, match="1e-12"):  # fp64 drifting is a bug
         same_bits.claims(BITS, rows(1e-9, 1e-6, 1e-2, 0.3), 100, 1000)
+    with pytest.raises(
+        ClaimFailed, match="times less than that bug"
+    ):  # bf16 as far as the bug
+        same_bits.claims(BITS, rows(1e-15, 1e-6, 0.3, 0.3), 100, 1000)
     with pytest.raises(ClaimFailed, match="fixed order"):
         same_bits.claims([{**BITS[0], "fixed ≠ one process": 1}],
                          rows(1e-15, 1e-6, 1e-2, 0.3), 100, 1000)  # fmt: skip

@@ -147,13 +147,23 @@ def test_bad_input_is_refused_before_any_launcher_starts(
     assert process_children(os.getpid()) == []
 
 
-def test_bad_input_on_the_command_line_is_one_line_and_exit_2() -> None:
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--fail-rank", "4"], "error: --fail-rank 4 is not a rank: choose 0 to 3"),
+        (["-n", "2"], "error: two_nodes starts its own launchers"),
+    ],
+)
+def test_bad_input_on_the_command_line_is_one_line_and_exit_2(
+    args: list[str], says: str
+) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "snippets", "run", "two_nodes", "--fail-rank", "4"],
+        [sys.executable, "-m", "snippets", "run", "two_nodes", *args],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert proc.returncode == 2
-    assert proc.stderr == "error: --fail-rank 4 is not a rank: choose 0 to 3\n"
+    assert proc.stderr.startswith(says) and proc.stderr.count("\n") == 1, proc.stderr
+    assert process_children(os.getpid()) == []

@@ -15,11 +15,11 @@ Each launcher (torchrun's elastic agent) joins the rendezvous, is given a node's
   and each ``dp_group`` across the nodes (one rank from each);
 * under ``c10d`` the node's rank is not ``--node-rank`` (torchrun warns that it ignores
   it): the rendezvous sorts its participants by (host, launcher pid), so on one host
-  the launcher started first (the lower pid) is node 0.
+  the launcher with the lower pid (usually the one started first) is node 0.
 
 On that mesh a hierarchical all-reduce (reduce-scatter inside the node, all-reduce of
-each shard across nodes, all-gather inside the node: what NCCL does across nodes with
-its tree and CollNet algorithms) must equal a flat ``dist.all_reduce``: bit for bit on
+each shard across nodes, all-gather inside the node, the shape of Horovod's
+hierarchical all-reduce) must equal a flat ``dist.all_reduce``: bit for bit on
 integer-valued fp64 data, whose sums are exact in any order; on random fp32 data within
 the rounding bound of summing the world's values in some order.
 

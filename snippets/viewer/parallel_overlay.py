@@ -130,13 +130,18 @@ def mixtures(graph: dict) -> list[dict]:
     return [m for m in graph["modules"] if "moe" in m]
 
 
-def check_degrees(graph: dict, d: Degrees) -> None:
-    """A one-line UsageError unless the degrees fit the graph's experts."""
+def check_ep(d: Degrees) -> None:
+    """A one-line UsageError unless ep divides dp (any model)."""
     if d.ep < 1 or d.dp % d.ep:
         raise UsageError(
             f"ep {d.ep} does not divide dp = {d.dp}: expert parallelism folds over "
             "data parallelism"
         )
+
+
+def check_degrees(graph: dict, d: Degrees) -> None:
+    """A one-line UsageError unless the degrees fit the graph's experts."""
+    check_ep(d)
     found = mixtures(graph)
     if d.ep > 1 and not found:
         raise UsageError(f"ep {d.ep} needs a model with experts: this one has none")

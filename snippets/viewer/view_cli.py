@@ -45,6 +45,7 @@ from snippets.viewer.parallel_overlay import (
     Degrees,
     annotate,
     check_degrees,
+    check_ep,
     ep_rank,
     mixtures,
 )
@@ -174,10 +175,11 @@ def view(argv: list[str] | None = None) -> int:
                 opts.input_shape = shape(default_shape)
         if not opts.example and not opts.input_shape:
             raise UsageError("give an example input: --input-shape or --example")
+        d = Degrees(**{k: getattr(opts, k) for k in (*CHOICES, "sp")})
+        check_ep(d)  # before the export: it may take seconds
         model = build_model(target)
         args, kwargs = example_inputs(opts, model)
         graph = annotate(export_graph(model, args, opts.method, kwargs))
-        d = Degrees(**{k: getattr(opts, k) for k in (*CHOICES, "sp")})
         check_degrees(graph, d)
         start = {k: int(v) for k, v in d.__dict__.items() if v != getattr(Degrees, k)}
         index = write_page(graph, Path(opts.out), start)

@@ -366,7 +366,9 @@
     textWidth(text, px) { return measure(text, px || TEXT, this.family); }
     title(k, mark) { // a shared module is drawn once, with each name it has
       const m = this.model.mods.get(k), names = [m.name, ...(m.aliases || [])];
-      return mark + " " + names.join(" = ") + " · " + m.type;
+      const held = this.overlay.experts.get(k); // an expert: the EP rank holding it
+      const ep = held ? ` · EP rank ${held.rank} of ${this.overlay.d.ep}` : "";
+      return mark + " " + names.join(" = ") + " · " + m.type + ep;
     }
     subtitle(k) {
       const m = this.model.mods.get(k);
@@ -590,8 +592,6 @@
     badge(key) {
       const m = this.model.mods.get(key), d = this.overlay.d;
       let b = "";
-      const held = this.overlay.experts.get(key);
-      if (held) b += " · EP rank " + held.rank + " of " + d.ep;
       if (m.tp && d.tp > 1) b += " · TP " + m.tp + " ÷" + d.tp;
       if (m.params && d.zero === 3 && d.dp > 1) b += " · ZeRO-3 ÷" + d.dp;
       const dp = this.overlay.dp.get(key);

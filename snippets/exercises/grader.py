@@ -531,11 +531,9 @@ class Outcome:
         return dataclasses.replace(self, **changes)
 
 
-def _rank(name: str, path: str, state_dir: str, timeout_s: float) -> None:
-    """Every rank's part of a check: load the reader's function, run the cases."""
-    from snippets.exercises.catalog import exercise
-
-    ex = exercise(name)
+def _rank(ex: Exercise, path: str, state_dir: str, timeout_s: float) -> None:
+    """Every rank's part of a check: load the reader's function, run the cases. The
+    exercise travels by reference: its functions are imported by name in the rank."""
     rank = dist.get_rank() if dist.is_initialized() else 0
     grade = Grade(ex, path, os.path.join(state_dir, f"rank{rank}.json"), timeout_s)
     try:
@@ -560,7 +558,7 @@ def check(
             from snippets.core.runtime import fork_server_preload, launch
 
             ranks.PRELOAD[:] = fork_server_preload(exercise.check)  # before it forks
-            args = (exercise.name, os.path.abspath(path), state_dir, timeout_s)
+            args = (exercise, os.path.abspath(path), state_dir, timeout_s)
             try:
                 launch(_rank, world_size, "gloo", timeout_s, args)
             except Stop:  # one rank runs here, in this process
@@ -595,7 +593,7 @@ def _alone(exercise: Exercise, path: str, state_dir: str, timeout_s: float) -> N
     previous = signal.signal(signal.SIGALRM, alarm)
     signal.setitimer(signal.ITIMER_REAL, timeout_s)
     try:
-        _rank(exercise.name, os.path.abspath(path), state_dir, timeout_s)
+        _rank(exercise, os.path.abspath(path), state_dir, timeout_s)
     except Stop:
         pass
     except Stuck as exc:  # the alarm rang in the grader's own part of a case

@@ -210,6 +210,7 @@ def time_point(fns: dict, predicted: dict, rounds: int, group=None) -> dict:
         group=group,
     )  # fmt: skip
     return {"compute_s": found.wall["compute"], "comm_s": found.wall["comm"],
+            "compute_cpu_s": found.cpu["compute"],  # its thread's time on a core
             "ratio": found.ratios("comm", "compute"), "calls": calls}  # fmt: skip
 
 
@@ -303,6 +304,8 @@ def point_row(
         "compute_s": Spread.of(got["compute_s"]), "comm_s": Spread.of(got["comm_s"]),
         "ratio": ratio, "side": side(ratio),
         "compute_of_model": Spread.of(of_model),
+        "cpu_of_model": Spread.of([c / predicted["compute"]
+                                   for c in got["compute_cpu_s"]]),
         "comm_of_model": Spread.of(comm_of_model),
         # measured ÷ predicted comm ÷ compute, per round: below 1, the compute ran
         # further over its roofline time than the all-reduce over its α-β time
@@ -325,6 +328,7 @@ def table(rows: list[dict]) -> list[dict]:
          "comm ms, model": round(r["predicted_comm_s"] * 1e3, 3),
          "comm ÷ compute, model": round(r["predicted_ratio"], 2),
          "compute ms, measured": r["compute_s"].text(3, 1e3),
+         "compute, CPU ÷ model": r["cpu_of_model"].text(1),
          "comm ms, measured": r["comm_s"].text(3, 1e3),
          "comm ÷ compute, measured": r["ratio"].text(2),
          "measured side": r["side"],
@@ -380,20 +384,24 @@ def findings(
         f"{roof.peak / 1e9:.0f} GFLOP/s and {roof.bandwidth / 1e9:.1f} GB/s; "
         f"a message: α = {m.alpha * 1e6:.0f} µs, 1/β = {1 / m.beta / 1e9:.2f} GB/s.",
     ]
-    N = LAYERS * WIDTH**2
+    N, link = LAYERS * WIDTH**2, roof.peak * (m.beta + m.gamma / 2)  # FLOP a byte
     if t_star:
         said.append(
             f"DP, {LAYERS} Linears of width {WIDTH} (N = {N:,} parameters, "
             f"{4 * N / 2**20:.0f} MiB of gradients): the all-reduce is predicted "
             f"at {dp_comm(WIDTH, LAYERS, p, roof) * 1e3:.2f} ms whatever the batch; "
-            f"compute reaches it at T* = {t_star:.3g} tokens a rank."
+            f"compute reaches it at T* = {t_star:.3g} tokens a rank. Without α and "
+            f"with every matmul compute-bound it would be 4(p−1)/(3p)·peak·β′ = "
+            f"{4 * (p - 1) / (3 * p) * link:.3g}, whatever N is (β′ = β + γ/2: a "
+            f"byte sent and added; peak·β′ = {link:.1f} FLOP a byte)."
         )
     else:
         said.append("DP: compute and the all-reduce never cross on this machine.")
     if h_star:
         said.append(
             f"TP, {T} tokens: the two all-reduces and the matmuls are predicted to "
-            f"cross at h* = {h_star:.3g}; narrower is communication-bound."
+            f"cross at h* = {h_star:.3g}; narrower is communication-bound. Without "
+            f"α it would be (t−1)·peak·β′/3 = {(p - 1) * link / 3:.3g}, whatever T is."
         )
     else:
         said.append("TP: the matmuls and the all-reduces never cross here.")
@@ -419,6 +427,16 @@ def findings(
                     SLOWER: ": the predicted compute is the more optimistic.",
                     FASTER: ": the predicted communication is the more optimistic.",
                 }.get(verdict(r["models_ratio"]), ".")
+                + f" On its thread's CPU clock the compute took "
+                f"{r['cpu_of_model'].text(1)}× its roofline time"
+                + {
+                    FASTER: ": even on a core its ops ran below the roofline.",
+                    SLOWER: ": on a core it beat the roofline's time.",
+                }.get(
+                    verdict(r["cpu_of_model"]),
+                    ": on a core it ran at the roofline's time; the rest it waited "
+                    "for one.",
+                )
             )
         said.append(text)
     said.append(

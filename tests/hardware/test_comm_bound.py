@@ -72,6 +72,22 @@ def test_the_crossovers_against_their_closed_forms(p) -> None:
     assert h_star == pytest.approx(root, rel=1e-9)
 
 
+@pytest.mark.parametrize("p", [2, 5])
+def test_without_alpha_the_crossovers_are_the_links_flops_a_byte(p) -> None:
+    """α = 0: T* = 4(p−1)/(3p)·peak·β′ for any N and h* = (t−1)·peak·β′/3 for any T,
+    with β′ = β + γ/2 (a ring sends 2(p−1)/p of the buffer and adds (p−1)/p)."""
+    b, g, peak = 2e-10, 3e-11, 5e10
+    roof, link = C.Roof(peak, math.inf, Machine(0.0, b, g)), peak * (b + g / 2)
+    for h, L in ((64, 1), (300, 7)):
+        t_star = C.crossover(lambda x: C.dp_compute(x, h, L, roof),
+                             lambda x: C.dp_comm(h, L, p, roof), 1e-3, 1e9)  # fmt: skip
+        assert t_star == pytest.approx(4 * (p - 1) / (3 * p) * link, rel=1e-9)
+    for T in (3, 1000):
+        h_star = C.crossover(lambda x: C.tp_compute(T, x, p, roof),
+                             lambda x: C.tp_comm(T, x, p, roof), 1e-3, 1e9)  # fmt: skip
+        assert h_star == pytest.approx((p - 1) * link / 3, rel=1e-9)
+
+
 def test_the_crossover_on_the_roofline_is_where_the_two_are_equal() -> None:
     roof = C.Roof(5e10, 4e10, Machine(1e-4, 2e-10, 3e-11))
     t = C.crossover(lambda x: C.dp_compute(x, 512, 4, roof),

@@ -385,6 +385,7 @@ def findings(
         f"a message: α = {m.alpha * 1e6:.0f} µs, 1/β = {1 / m.beta / 1e9:.2f} GB/s.",
     ]
     N, link = LAYERS * WIDTH**2, roof.peak * (m.beta + m.gamma / 2)  # FLOP a byte
+    cap = dp_comm(WIDTH, LAYERS, p, roof) / dp_compute(0, WIDTH, LAYERS, roof)
     if t_star:
         said.append(
             f"DP, {LAYERS} Linears of width {WIDTH} (N = {N:,} parameters, "
@@ -393,7 +394,9 @@ def findings(
             f"compute reaches it at T* = {t_star:.3g} tokens a rank. Without α and "
             f"with every matmul compute-bound it would be 4(p−1)/(3p)·peak·β′ = "
             f"{4 * (p - 1) / (3 * p) * link:.3g}, whatever N is (β′ = β + γ/2: a "
-            f"byte sent and added; peak·β′ = {link:.1f} FLOP a byte)."
+            f"byte sent and added; peak·β′ = {link:.1f} FLOP a byte). Below the "
+            f"roofline's knee the matmuls are memory-bound, so however small the "
+            f"batch, comm ÷ compute never exceeds {cap:.2f}."
         )
     else:
         said.append("DP: compute and the all-reduce never cross on this machine.")

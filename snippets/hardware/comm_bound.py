@@ -344,8 +344,8 @@ def figure(strategy: str, model: dict, x_star, rows: list, p: int, T: int) -> di
     grid = [lo * (hi / lo) ** (i / 48) for i in range(49)]
     comm = "all-reduce (α-β)" if strategy == "DP" else "two all-reduces (α-β)"
     series = {
-        "compute (roofline)": [(x, model["compute"](x) * 1e3) for x in grid],
-        comm: [(x, model["comm"](x) * 1e3) for x in grid],
+        "compute (roofline)": [(x, model["compute"](x)) for x in grid],
+        comm: [(x, model["comm"](x)) for x in grid],
     }
     ys = [y for s in series.values() for _, y in s]
     if x_star:
@@ -353,9 +353,9 @@ def figure(strategy: str, model: dict, x_star, rows: list, p: int, T: int) -> di
         series[f"crossover {star} = {x_star:.3g}"] = [(x_star, min(ys)),
                                                       (x_star, max(ys))]  # fmt: skip
     if mine:
-        series["compute, measured"] = [(r["x"], r["compute_s"].median * 1e3)
+        series["compute, measured"] = [(r["x"], r["compute_s"].median)
                                        for r in mine]  # fmt: skip
-        series["communication, measured"] = [(r["x"], r["comm_s"].median * 1e3)
+        series["communication, measured"] = [(r["x"], r["comm_s"].median)
                                              for r in mine]  # fmt: skip
     models = {"compute (roofline)": "compute, measured",
               comm: "communication, measured"} if mine else {}  # fmt: skip
@@ -366,7 +366,7 @@ def figure(strategy: str, model: dict, x_star, rows: list, p: int, T: int) -> di
         title = f"TP on {p} ranks, {T} tokens: compute grows as h², messages as h"
         x_label = "hidden size, h"
     return line_chart(
-        series, title=title, x_label=x_label, y_label="ms a step (median)",
+        series, title=title, x_label=x_label, y_label="seconds a step (median)",
         log_x=True, log_y=True, model_of=models,
         description=f"{strategy}: a step's compute on this rank's roofline and its "
         "communication by α-β, the crossover where they are equal, and the two "

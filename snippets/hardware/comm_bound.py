@@ -170,7 +170,7 @@ def dp_fns(T: int, h: int, L: int, group=None) -> dict[str, Callable[[], None]]:
     return {"compute": compute, "comm": lambda: dist.all_reduce(grads, group=group)}
 
 
-def tp_fns(T: int, h: int, group=None) -> dict[str, Callable[[], None]]:
+def tp_fns(T: int, h: int, group=None) -> dict:
     """The matmuls of this rank's slices of a ColumnParallel → RowParallel MLP, and
     the two all-reduces its f and g issue, apart."""
     torch.manual_seed(0)  # the same dense layers on every rank, as from_dense expects

@@ -193,7 +193,7 @@ def bubble_sentence(r: dict) -> str:
     messages = signed(r["bubble"] - r["bubble_replayed"], 3)
     return (
         f"At {r['world_size']} ranks and m={r['m']} the executed 1F1B bubble was "
-        f"{r['bubble']:.3f} of the time; the formula (p − 1)/(m + p − 1) says "
+        f"{r['bubble']:.3f} of the time; the formula (p−1)/(m+p−1) says "
         f"{r['bubble_formula']:.3f}. {ratio.replace('rounds', 'runs')} An F took "
         f"{r['f_ms']:.1f} ms and a B {r['b_ms']:.1f} ms (medians); played with those "
         f"two times the plan leaves {r['plan_at']:.3f}, the formula's bubble. "

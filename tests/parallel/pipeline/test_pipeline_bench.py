@@ -76,7 +76,7 @@ def bubble_record(f_ms: float, b_ms: float) -> dict:
 
 def test_the_bubble_sentence_says_what_the_record_shows() -> None:
     text = pipeline_bench.bubble_sentence(bubble_record(10.0, 20.0))
-    assert "was 0.250 of the time; the formula (p − 1)/(m + p − 1) says 0.200" in text
+    assert "was 0.250 of the time; the formula (p−1)/(m+p−1) says 0.200" in text
     assert "1.25 [1.18–1.27] (median [IQR] of 3 runs); above the formula" in text
     assert "+0.010 is in the compute" in text and "+0.040 in the messages" in text
     low = bubble_record(10.0, 20.0) | {"bubble": 0.2, "bubble_replayed": 0.2004}

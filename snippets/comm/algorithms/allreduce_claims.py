@@ -6,9 +6,9 @@ less well than the points it was fitted to) check and which fail the run when
 contradicted; and comparisons of measured times, which ``findings`` writes from the
 records so that they rank only what the spread separates. "Faster" and "slower" are
 the paired ratio's IQR (built-in ÷ ours over interleaved rounds) lying wholly above or
-below 1, or two such IQRs not overlapping. The two fits of the benchmark are named apart: the *idle* fit
-(a ping-pong between two ranks while the others wait) and the *busy* fit (a ring
-exchange, every rank sending at once).
+below 1, or two such IQRs not overlapping. The two fits of the benchmark are named
+apart: the *idle* fit (a ping-pong between two ranks while the others wait) and the
+*busy* fit (a ring exchange, every rank sending at once).
 """
 
 from __future__ import annotations

@@ -14,8 +14,9 @@ the idle fit, a ping-pong between two ranks, and the busy fit, a ring exchange w
 every rank sending at once. Then a sweep (``snippets.comm.collective.collective_sweep``)
 of every algorithm at every size, each checked against the built-in, then timed with it
 in turns (``snippets.core.timing``), and predicted from both fits; all-gather and
-reduce-scatter with our rings. Then our ring beside the built-in at one large size on 2
-and on all ranks, and what our input handshake costs. A row gives the median time,
+reduce-scatter with our rings. Then our ring beside the built-in at one large size on
+all the ranks (the 2-rank target at that size is ``ring_profile``'s, one run that both
+notes include), and what our input handshake costs. A row gives the median time,
 nccl-tests' busbw, and ours ÷ built-in in busbw (the built-in's time ÷ ours, round by
 round: above 1, ours was faster) with its interquartile range; a "fastest" is named
 only where the ranges separate. ``--json`` prints the sweep's records, one per line
@@ -34,7 +35,14 @@ from typing import Sequence
 import torch.distributed as dist
 
 from snippets.comm.algorithms import allreduce
-from snippets.comm.algorithms.allreduce_claims import FITS, builtin_row, findings
+from snippets.comm.algorithms.allreduce_claims import (
+    FITS,
+    builtin_row,
+    findings,
+    fit_errors,
+    fit_row,
+    fits_point,
+)
 from snippets.comm.collective.collective_sweep import (
     COLLECTIVES,
     HEADER,
@@ -238,10 +246,11 @@ def main(
                 f"at least {4 * p} B"
             )
     fit_sizes = [2**e for e in range(3, 24, 4)]  # 8 B … 8 MiB
-    machines = {
-        pattern: cost_model.measure_machine(fit_sizes, pattern=pattern)[0]
+    fitted = {
+        pattern: cost_model.measure_machine(fit_sizes, pattern=pattern)
         for pattern in cost_model.PATTERNS
     }
+    machines = {pattern: m for pattern, (m, _) in fitted.items()}
     for pattern, m in machines.items():
         say(
             f"{FITS[pattern]} fit ({pattern.replace('_', '-')}): α = "
@@ -261,9 +270,11 @@ def main(
                           handshake)  # fmt: skip
             (records if c == "all_reduce" else others).extend(found)
     swept = sorted({r["size_bytes"] for r in records})
+    samples = {pattern: raw for pattern, (_, raw) in fitted.items()}
+    fits = fit_errors(machines, samples, records) if records else []
+    fits_point(fits)  # the note's point on the fits: fails the run if contradicted
     targets = [target_mib << 20] if target_mib else []
-    target = [ring_target(s, q) for s in targets for q in sorted({2, p})]
-    target = [row for row in target if "IQR" in row]  # the ranks that took part
+    target = [ring_target(s, p) for s in targets]
     tables = {
         "sweep": [time_row(r) for r in records],
         "ratios": [ratio_row(r) for r in records],
@@ -273,6 +284,7 @@ def main(
             for s in swept
         ],
         "target": target,
+        "fits": [fit_row(f) for f in fits],  # each: its own points, the all-reduces
         "handshake": [handshake_cost(1 << 20)] if records else [],
         "gather_scatter": [gather_scatter_row(r) for r in others],
     }

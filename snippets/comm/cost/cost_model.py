@@ -28,6 +28,7 @@ from snippets.comm.cost.cost_formulas import (
 )
 from snippets.comm.ping_pong import ping_pong_rounds
 from snippets.core.charts import line_chart
+from snippets.core.claims import Claim, check
 from snippets.core.cli import main_entry
 from snippets.core.measure import time_it
 from snippets.core.runtime import Spec, device, print0
@@ -123,6 +124,28 @@ def measure_machine(
 # --8<-- [end:measure]
 
 
+TERMS = [
+    Claim(
+        "α is {small_share:.0%} of α + mβ at {small}, mβ {large_share:.0%} at "
+        "{large}: α decides small messages, β large ones",
+        lambda f: f["small_share"] > 0.5 and f["large_share"] > 0.5,
+    )
+]
+
+
+def terms_point(m: Machine, sizes: Sequence[int]) -> str:
+    """The note's point on the two terms, checked on this run's fit: ClaimFailed (an
+    AssertionError naming the sentence) where the fit contradicts it."""
+    small, large = min(sizes), max(sizes)
+    facts = {
+        "small": size_text(small),
+        "large": size_text(large),
+        "small_share": m.alpha / (m.alpha + small * m.beta),
+        "large_share": large * m.beta / (m.alpha + large * m.beta),
+    }
+    return check(TERMS, facts)[0]
+
+
 def latency_tables(m: Machine) -> tuple[list[dict], list[dict]]:
     """Where the ring is latency-bound, for growing p; where it overtakes the others."""
     ring_rows, cross_rows = [], []
@@ -187,6 +210,7 @@ def main() -> dict:
     median_error = sorted(errors)[len(errors) // 2]
     # the oracle is the measurement: the line must explain the samples it came from
     checked = model_claims(m, sizes, raw["ping_pong_rounds_s"])
+    terms = terms_point(m, sizes)
     print0(
         f"α = {m.alpha * 1e6:.1f} µs   β = {m.beta * 1e9:.3f} ns/B "
         f"({1 / m.beta / 1e9:.2f} GB/s)   γ = {m.gamma * 1e9:.3f} ns/B "
@@ -194,6 +218,7 @@ def main() -> dict:
     )
     print0(f"fit: median error {median_error:.0%} over {len(sizes)} ping-pong sizes;")
     print0(f"     {checked[1]}")
+    print0(f"     {terms}")
     ping = [
         {"m": size_text(s), "measured (µs)": t * 1e6, "α + mβ (µs)": f * 1e6}
         | {"error": f"{e:.0%}"}

@@ -210,6 +210,8 @@ def chart(records: list[dict], names: Sequence[str], title: str) -> dict:
         y_label="seconds",
         log_x=True,
         log_y=True,
+        x_unit="B",
+        y_unit="s",
         model_of=model_of,
         description=f"{title}. Each algorithm's measured median time (solid) and the "
         "α-β-γ prediction from the busy (ring-exchange) fit (dashed, same colour).",

@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from snippets.core.charts import timeline_chart
+from snippets.core.charts import Note, timeline_chart
 from snippets.core.cli import main_entry, positive_int
 from snippets.core.compare import max_difference
 from snippets.core.runtime import Spec, print0
@@ -100,6 +100,22 @@ def spans_and_trace(per_rank: list[list[dict]]) -> tuple[list[dict], dict]:
     return spans, chrome_trace(events, ("compute", "receive"))
 
 
+def longest_wait(spans: list[dict]) -> Note | None:
+    """The longest a rank sat idle between two of its spans (or from the first
+    start on any rank to its own first span), noted where it ended: the biggest
+    piece of the bubble."""
+    t0, waits = min(s["start"] for s in spans), []
+    for lane in dict.fromkeys(s["lane"] for s in spans):
+        mine = sorted((s for s in spans if s["lane"] == lane), key=lambda s: s["start"])
+        ends = [t0] + [s["end"] for s in mine]
+        waits += [(s["start"] - end, s) for end, s in zip(ends, mine)]
+    gap, span = max(waits, key=lambda w: w[0])
+    if gap <= 0:
+        return None
+    idle = f"{gap / 1e3:.3g} s" if gap >= 1e3 else f"{gap:.3g} ms"
+    return Note(f"{span['lane']} idle {idle}", span["lane"], span["start"])
+
+
 def run_one(name: str, p: int, m: int, v: int, repeats: int, data, reference):
     """Plan, check, then run `repeats` times; keep every bubble, the last stamps."""
     plan = schedule(name, p, m, v)
@@ -155,8 +171,9 @@ def main(m: int = 4, chunks: int = 2, repeats: int = 3, trace_dir=None) -> dict:
         })  # fmt: skip
         spans, traces[name] = spans_and_trace(per_rank)
         figures[name.replace("-", "_")] = timeline_chart(
-            spans, title=f"{label}: p={p}, m={m}, as executed", x_label="time (ms)",
-            kinds=["F", "B", "W"], description=f"{label} per rank, executed",
+            spans, title=f"{label}: p={p}, m={m}, as executed", x_label="time",
+            x_unit="ms", kinds=["F", "B", "W"], note=longest_wait(spans),
+            description=f"{label} per rank, executed",
         )  # fmt: skip
     if trace_dir and dist.get_rank() == 0:
         for name, trace in traces.items():

@@ -112,7 +112,9 @@ def longest_wait(spans: list[dict]) -> Note | None:
     gap, span = max(waits, key=lambda w: w[0])
     if gap <= 0:
         return None
-    idle = f"{gap / 1e3:.3g} s" if gap >= 1e3 else f"{gap:.3g} ms"
+    scale, unit = next(u for u in ((1e3, "s"), (1, "ms"), (1e-3, "µs"), (0, "ns"))
+                       if gap >= u[0])  # fmt: skip
+    idle = f"{gap / (scale or 1e-6):.4g} {unit}"  # 4 digits: 999.7, not 1e+03
     return Note(f"{span['lane']} idle {idle}", span["lane"], span["start"])
 
 

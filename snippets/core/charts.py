@@ -40,6 +40,7 @@ Choices the notes rely on:
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from dataclasses import dataclass
@@ -130,7 +131,7 @@ def _axis(
     unit: str | None, log: bool, domain: list[float] | None, most: int, x: bool = True
 ) -> alt.Axis:
     """Labels in the unit (64 KiB, 1.5 ms, 0.25, 12k), never "1e+1"; on a log axis
-    ticks at evenly spaced powers of two (bytes), 1-2-5 or decades, at most
+    ticks at evenly spaced powers of two (bytes), 1-2-5, 1-3 or decades, at most
     ``most`` of them (where the domain is known); elsewhere the axis picks them, one
     for every 100 px at most along an x axis."""
     ticks = log_ticks(*domain, unit, most) if log and domain else []
@@ -494,6 +495,26 @@ def _colours(kinds: Sequence[str], grey: str | None = None) -> alt.Scale:
     return _kind_colours(kinds, kinds, grey)
 
 
+def _picked_kinds(
+    spans: Sequence[dict[str, Any]],
+    settings: dict[str, Sequence[Any]],
+    kinds: Sequence[str],
+) -> str:
+    """A Vega expression: the kinds the spans of the picked settings have, in the
+    order of ``kinds``. A table over every combination of the settings, keyed by the
+    picked values' places in their lists ("0,2,1")."""
+    table = {}
+    for places in itertools.product(*(range(len(vs)) for vs in settings.values())):
+        chosen = {k: vs[i] for (k, vs), i in zip(settings.items(), places)}
+        have = {s["kind"] for s in spans
+                if all(s[k] is None or s[k] == v for k, v in chosen.items())}  # fmt: skip
+        table[",".join(map(str, places))] = [k for k in kinds if k in have]
+    key = " + ',' + ".join(
+        f"indexof({json.dumps(list(vs))}, {k})" for k, vs in settings.items()
+    )
+    return f"{json.dumps(table, ensure_ascii=False)}[{key}]"
+
+
 def picked_timeline(
     spans: Sequence[dict[str, Any]],
     *,
@@ -511,7 +532,7 @@ def picked_timeline(
     picked. A span whose value for a setting is None is drawn whatever is picked (a
     setting that does not apply to it). ``captions``: rows of settings and "text",
     written above the lanes when they match. Kind ``idle`` is drawn grey and faint.
-    The legend lists the kinds some span has."""
+    The legend lists the kinds the picked run draws."""
     if not spans:
         raise ValueError("picked_timeline needs at least one span")
     missing = [k for k in ("lane", "kind", "start", "end", *settings)
@@ -532,7 +553,8 @@ def picked_timeline(
                 axis=_axis(x_unit, False, None, most=6)),
         x2="end:Q", y=alt.Y("lane:N", title=None, sort=lanes),
         color=alt.Color("kind:N", scale=_kind_colours(kinds, [s["kind"] for s in spans],
-                        idle), legend=alt.Legend(title=None, orient="bottom")),
+                        idle), legend=alt.Legend(title=None, orient="bottom", values={
+                            "expr": _picked_kinds(spans, settings, kinds)})),
         opacity=alt.condition(f"datum.kind === {idle!r}", alt.value(0.35),
                               alt.value(1.0)),
         tooltip=[alt.Tooltip("lane:N"), alt.Tooltip("label:N", title="span"),

@@ -435,6 +435,30 @@ def test_picked_timeline_filters_to_the_picked_settings() -> None:
                        "range": [PALETTE[0], PALETTE[1], "#808080"]}  # fmt: skip
 
 
+def legend_at(spec: dict, picked: dict) -> list[str]:
+    """The legend's entries for the picked settings: its ``values`` expression, a
+    table keyed by the picks' places in their radio groups, read here."""
+    expr = spec["layer"][0]["encoding"]["color"]["legend"]["values"]["expr"]
+    table, end = json.JSONDecoder().raw_decode(expr)
+    options = [json.loads(a) for a in re.findall(r"indexof\((\[.*?\]), \w+\)", expr)]
+    names = re.findall(r"indexof\(\[.*?\], (\w+)\)", expr)
+    return table[",".join(str(o.index(picked[n])) for o, n in zip(options, names))]
+
+
+def test_the_picked_timelines_legend_lists_what_the_pick_draws() -> None:
+    spans = [*SPANS, {**SPANS[1], "kind": "W", "label": "W0", "v": 1}]
+    settings = {"p": [2, 3], "v": [1, 2]}
+    spec = picked_timeline(spans, settings=settings, title="t", x_label="ms",
+                           kinds=["F", "W", "idle"], idle="idle")  # fmt: skip
+    for p in (2, 3):
+        for v in (1, 2):
+            drawn = {r["kind"] for r in shown(spec, {"p": p, "v": v})}
+            want = [k for k in ("F", "W", "idle") if k in drawn]
+            assert legend_at(spec, {"p": p, "v": v}) == want, (p, v)
+    assert legend_at(spec, {"p": 2, "v": 1}) == ["F", "W"]  # rank 0's F, the W
+    assert legend_at(spec, {"p": 3, "v": 2}) == []
+
+
 def test_formula_explorer_has_sliders_and_a_band_of_the_lowest_curve() -> None:
     points = [{"x": 2.0**i, "fit": 1.0} for i in range(5)]
     spec = formula_explorer(points, {"flat": "a", "rising": "datum.x"},

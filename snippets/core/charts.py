@@ -506,8 +506,11 @@ def _picked_kinds(
     table = {}
     for places in itertools.product(*(range(len(vs)) for vs in settings.values())):
         chosen = {k: vs[i] for (k, vs), i in zip(settings.items(), places)}
-        have = {s["kind"] for s in spans
-                if all(s[k] is None or s[k] == v for k, v in chosen.items())}  # fmt: skip
+        have = {
+            s["kind"]
+            for s in spans
+            if all(s[k] is None or s[k] == v for k, v in chosen.items())
+        }
         table[",".join(map(str, places))] = [k for k in kinds if k in have]
     key = " + ',' + ".join(
         f"indexof({json.dumps(list(vs))}, {k})" for k, vs in settings.items()

@@ -29,6 +29,7 @@ check across ranks (torch's built-in has none); ``--handshake`` keeps it.
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from typing import Sequence
 
@@ -53,7 +54,7 @@ from snippets.comm.collective.collective_sweep import (
 )
 from snippets.comm.cost import cost_model
 from snippets.comm.cost.cost_model import size_text
-from snippets.core.charts import line_chart
+from snippets.core.charts import Note, line_chart
 from snippets.core.cli import (
     OneLineParser,
     add_run_arguments,
@@ -193,9 +194,24 @@ def best_row(records: list[dict], size: int) -> dict:
     }
 
 
+def farthest_from_model(records: list[dict], names: Sequence[str]) -> Note | None:
+    """The measured point furthest from its prediction (as a ratio, either way)."""
+    mine = [
+        r
+        for r in records
+        if _label(r) in names and min(r["time_s"], r["predicted_ring_s"]) > 0
+    ]
+    if not mine:
+        return None
+    r = max(mine, key=lambda r: abs(math.log(r["time_s"] / r["predicted_ring_s"])))
+    ratio = r["time_s"] / r["predicted_ring_s"]
+    return Note(f"{ratio:.2g}× its model's time", _label(r), r["size_bytes"])
+
+
 def chart(records: list[dict], names: Sequence[str], title: str) -> dict:
     """Measured time per name and its prediction from the busy fit (dashed, the same
-    colour), and the built-in's time."""
+    colour), and the built-in's time; a note where a measurement is furthest from
+    its model."""
     series: dict[str, list] = {}
     model_of: dict[str, str] = {}
     for name in names:
@@ -218,7 +234,10 @@ def chart(records: list[dict], names: Sequence[str], title: str) -> dict:
         y_label="seconds",
         log_x=True,
         log_y=True,
+        x_unit="B",
+        y_unit="s",
         model_of=model_of,
+        note=farthest_from_model(records, names),
         description=f"{title}. Each algorithm's measured median time (solid) and the "
         "α-β-γ prediction from the busy (ring-exchange) fit (dashed, same colour).",
     )

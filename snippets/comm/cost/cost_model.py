@@ -27,7 +27,7 @@ from snippets.comm.cost.cost_formulas import (
     size_text,
 )
 from snippets.comm.ping_pong import ping_pong_rounds
-from snippets.core.charts import line_chart
+from snippets.core.charts import Note, line_chart
 from snippets.core.claims import Claim, check
 from snippets.core.cli import main_entry
 from snippets.core.measure import time_it
@@ -173,22 +173,34 @@ def latency_tables(m: Machine) -> tuple[list[dict], list[dict]]:
 
 
 def charts(m: Machine, sizes: list[int], t_net: list[float], p_show: int) -> dict:
-    curve = [2**e for e in range(3, 29)]
     fit = "α + mβ (fit)"
+    # where the two terms are equal, α = mβ: below it a message is mostly start-up
+    even = m.alpha / m.beta if m.alpha > 0 and m.beta > 0 else 0.0
+    shown = sizes[0] <= even <= sizes[-1]
+    # sampled as the predictions are; the chart draws it only where it was measured
+    line = sorted({*(2.0**e for e in range(3, 29)), *([even] if shown else [])})
     pingpong = line_chart(
         {
             "measured ping-pong": list(zip(sizes, t_net)),
-            fit: [(s, m.alpha + s * m.beta) for s in curve],
+            fit: [(s, m.alpha + s * m.beta) for s in line],
         },
         title="Ping-pong between two ranks: half the round trip",
         x_label="message size m (bytes)",
         y_label="seconds",
         log_x=True,
         log_y=True,
+        x_unit="B",
+        y_unit="s",
         model_of={fit: "measured ping-pong"},
+        note=Note(f"α = mβ at {size_text(even)}", fit, even) if shown else None,
         description="Half a ping-pong round trip against message size, measured "
         "(points) and the fitted line α + mβ (dashed), both axes logarithmic.",
     )
+    # the ring's 2(p-1)α equals its bytes' time here: the table's "latency-bound below"
+    curve = [2.0**e for e in range(3, 29)]
+    bound = ring_latency_bound_below(p_show, m)
+    shown = curve[0] <= bound <= curve[-1]
+    curve = sorted({*curve, *([bound] if shown else [])})
     predicted = line_chart(
         {name: [(s, predict(name, p_show, s, m)) for s in curve] for name in FORMULAS},
         title=f"Predicted all-reduce on {p_show} ranks with this machine's α, β, γ",
@@ -196,6 +208,11 @@ def charts(m: Machine, sizes: list[int], t_net: list[float], p_show: int) -> dic
         y_label="seconds",
         log_x=True,
         log_y=True,
+        x_unit="B",
+        y_unit="s",
+        note=Note(f"ring latency-bound below {size_text(bound)}", "ring", bound)
+        if shown
+        else None,
         description=f"The α-β-γ model's time for each all-reduce algorithm on {p_show} "
         "ranks against buffer size, from the constants fitted in this run.",
     )

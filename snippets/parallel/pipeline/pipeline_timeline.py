@@ -32,7 +32,7 @@ import torch
 import torch.distributed as dist
 
 from snippets.core import claims
-from snippets.core.charts import timeline_chart
+from snippets.core.charts import Note, timeline_chart
 from snippets.core.claims import Claim, Spread, order, signed
 from snippets.core.cli import main_entry, positive_int
 from snippets.core.compare import max_difference
@@ -109,6 +109,24 @@ def spans_and_trace(per_rank: list[list[dict]]) -> tuple[list[dict], dict]:
                  "dur": (s["end"] - s["start"]) / 1e3},
             ]  # fmt: skip
     return spans, chrome_trace(events, ("compute", "receive"))
+
+
+def longest_wait(spans: list[dict]) -> Note | None:
+    """The longest a rank sat idle between two of its spans (or from the first
+    start on any rank to its own first span), noted where it ended: the biggest
+    piece of the bubble."""
+    t0, waits = min(s["start"] for s in spans), []
+    for lane in dict.fromkeys(s["lane"] for s in spans):
+        mine = sorted((s for s in spans if s["lane"] == lane), key=lambda s: s["start"])
+        ends = [t0] + [s["end"] for s in mine]
+        waits += [(s["start"] - end, s) for end, s in zip(ends, mine)]
+    gap, span = max(waits, key=lambda w: w[0])
+    if gap <= 0:
+        return None
+    scale, unit = next(u for u in ((1e3, "s"), (1, "ms"), (1e-3, "µs"), (0, "ns"))
+                       if gap >= u[0])  # fmt: skip
+    idle = f"{gap / (scale or 1e-6):.4g} {unit}"  # 4 digits: 999.7, not 1e+03
+    return Note(f"{span['lane']} idle {idle}", span["lane"], span["start"])
 
 
 def run_one(name: str, p: int, m: int, v: int, repeats: int, data, reference):
@@ -233,8 +251,9 @@ def main(m: int = 4, chunks: int = 2, repeats: int = 3, trace_dir=None) -> dict:
         })  # fmt: skip
         spans, traces[name] = spans_and_trace(per_rank)
         figures[name.replace("-", "_")] = timeline_chart(
-            spans, title=f"{label}: p={p}, m={m}, as executed", x_label="time (ms)",
-            kinds=["F", "B", "W"], description=f"{label} per rank, executed",
+            spans, title=f"{label}: p={p}, m={m}, as executed", x_label="time",
+            x_unit="ms", kinds=["F", "B", "W"], note=longest_wait(spans),
+            description=f"{label} per rank, executed",
         )  # fmt: skip
     if trace_dir and dist.get_rank() == 0:
         for name, trace in traces.items():

@@ -31,6 +31,22 @@ def test_bubbles_from_stamps() -> None:
     assert pt.replayed_bubble(schedule("gpipe", 2, 1), STAMPS, 1) == pytest.approx(0.5)
 
 
+def test_the_note_marks_the_longest_wait_where_it_ended() -> None:
+    spans, _ = pt.spans_and_trace(STAMPS)  # rank 0 waits 2 ns for B0; rank 1, 1 ns
+    note = pt.longest_wait(spans)
+    assert (note.on, note.x, note.text) == ("rank 0", 3e-6, "rank 0 idle 2 ns")
+    assert any(s["lane"] == note.on and s["start"] == note.x for s in spans)
+    late = [
+        s | {"start": s["start"] + 4.5, "end": s["end"] + 4.5}
+        if s["lane"] == "rank 1"
+        else s
+        for s in spans
+    ]  # rank 1 first starts 4.5 ms late
+    assert pt.longest_wait(late).text == "rank 1 idle 4.5 ms"
+    busy = [{"lane": "rank 0", "label": "F0", "start": 0.0, "end": 1.0}]
+    assert pt.longest_wait(busy) is None
+
+
 def test_spans_and_trace() -> None:
     spans, trace = pt.spans_and_trace(STAMPS)
     assert [(s["lane"], s["label"]) for s in spans][:2] == [("rank 0", "F0")] * 1 + [

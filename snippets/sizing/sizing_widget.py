@@ -59,6 +59,7 @@ def widget_data() -> dict:
         "optimizer_state": memory.OPTIMIZER_STATE,
         "activation_bytes": memory.ACTIVATION_BYTES,
         "defaults": estimate.DEFAULTS,
+        "limits": {"max_gpus": estimate.MAX_GPUS, "mfu_shown": estimate.MFU_SHOWN},
         "shape": list(size_cli.SHAPE),
         "moe": list(size_cli.MOE),
         "options": options(),

@@ -109,7 +109,10 @@ def check(model: dict, c: dict) -> None:
     _check(L % (pp * v) == 0, f"--layers {L} is not divisible by pp·vpp = {pp * v}")
     _check(v == 1 or pp > 1, "--vpp above 1 needs --pp above 1")
     m = c["global_batch"] // per_step
-    _check(v == 1 or m % pp == 0, f"interleaving needs micro-batches ({m}) ÷ pp")
+    _check(
+        v == 1 or m % pp == 0,
+        f"--vpp {v} needs micro-batches ({m}) divisible by --pp {pp}",
+    )
     _check(c["seq"] % cp == 0, f"--seq {c['seq']} is not divisible by --cp {cp}")
     if c["sequence_parallel"]:
         _check((c["seq"] // cp) % tp == 0, "with SP, seq/cp must divide by --tp")

@@ -58,7 +58,8 @@
     _check(L % (pp * v) === 0, `--layers ${L} is not divisible by pp·vpp = ${pp * v}`);
     _check(v === 1 || pp > 1, "--vpp above 1 needs --pp above 1");
     const m = Math.floor(c.global_batch / per_step);
-    _check(v === 1 || m % pp === 0, `interleaving needs micro-batches (${m}) ÷ pp`);
+    _check(v === 1 || m % pp === 0,
+      `--vpp ${v} needs micro-batches (${m}) divisible by --pp ${pp}`);
     _check(c.seq % cp === 0, `--seq ${c.seq} is not divisible by --cp ${cp}`);
     if (c.sequence_parallel) {
       _check(Math.floor(c.seq / cp) % tp === 0, "with SP, seq/cp must divide by --tp");

@@ -474,9 +474,11 @@ COLOURS = """() => {
   return [bg, document.body.dataset.mdColorScheme,
           all('.cp-sizing__seg, .cp-sizing__legend .cp-sizing__swatch',
               'backgroundColor'),
-          all('dd, legend, .cp-sizing__legend li, input, select, td',  'color'),
+          all('dd, legend, .cp-sizing__legend li, input, select, td, ' +
+              '.cp-sizing__summary, .cp-sizing__why', 'color'),
           all('input, select', 'backgroundColor'),
-          getComputedStyle(fig.querySelector('.cp-sizing__error')).color];
+          all('.cp-sizing__error, .cp-sizing__message, .cp-sizing__summary, ' +
+              '.cp-sizing__field--invalid label', 'color')];
 }"""
 
 
@@ -484,9 +486,9 @@ def check_colours(page, material: str) -> None:
     """Material's scheme is on; an error, the text and the fields hold 4.5:1, the
     bars 3:1, and the fields take the page's background (no white box on slate)."""
     page.evaluate("() => cpSizing.apply(['--preset', 'gpt2-124m', '--tp', '5'])")
-    bg, seen, _, _, _, error = page.evaluate(COLOURS)
-    assert seen == material
-    assert contrast(error, bg) >= 4.5, (error, bg)
+    bg, seen, _, _, _, errors = page.evaluate(COLOURS)
+    assert seen == material and len(errors) == 4  # the line, message, summary, label
+    assert all(contrast(c, bg) >= 4.5 for c in errors), (errors, bg)
     page.evaluate("() => cpSizing.apply(['--preset', 'gpt2-124m', '--zero', '3'])")
     bg, _, parts, texts, fields, _ = page.evaluate(COLOURS)
     low = [f"part {c}" for c in set(parts) if contrast(c, bg) < 3]

@@ -12,7 +12,9 @@
 A preset's dimensions can be overridden one by one (``--preset llama3-8b --layers
 16``). Impossible inputs (heads not divisible by tp, dp·tp·pp·cp ≠ --gpus, a global
 batch that micro-batch × dp does not divide, an unknown preset, --top-k above the
-experts, experts that --ep does not divide...) get one line and exit status 2.
+experts, experts that --ep does not divide, more than 2^20 GPUs...) get one line and
+exit status 2. An answer computed but meaningless alone (memory beyond every GPU, an
+MFU that rounds to 0.0%) comes with a line that says why.
 ``--experts E --top-k K`` (and the other expert flags) make a model's feed-forward
 layers MoE; the conventions (what is active, EP folded inside DP) are in
 ``snippets/sizing/params.py``.
@@ -28,6 +30,7 @@ seconds in seconds; the formulas are in the modules named):
     params                   int, every parameter once            (params)
     params_active            int, what one token touches (= params if dense)
     params_per_gpu           the most loaded GPU's, TP × PP (× EP) split (params)
+    params_held_per_gpu      what it keeps between layers: ÷ dp·cp under ZeRO-3
     expert_params_per_gpu    its routed experts' share (0 if dense)
     all_to_all_bytes_per_moe_layer  one GPU, one micro-batch: dispatch and combine,
                              forward and backward (traffic)
@@ -42,6 +45,8 @@ seconds in seconds; the formulas are in the modules named):
     compute_seconds_per_step hardware FLOPs ÷ (peak × efficiency) (throughput)
     bubble_factor            1 + (p - 1)/(v·m);  microbatches: m
     step_time_s, tokens_per_s, mfu, hfu                            (throughput)
+    warnings                 {field: why}: what a computed answer cannot say on its
+                             own (estimate.warnings); {} mostly
     inputs                   {model: {...}, gpu: {...}, and every setup key}
 """
 

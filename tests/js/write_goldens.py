@@ -280,7 +280,18 @@ OTHERS = """
 --layers 5 --hidden 96 --heads 3 --vocab 1001 --seq 77 --experts 6 --top-k 2 \
  --expert-ffn 51 --shared-experts 2 --tp 3 --dp 3 --ep 3 --zero 2
 --preset deepseek-v3 --experts 8 --top-k 8 --dp 4 --ep 2 --precision fp32
-"""  # custom shapes, odd sizes, bare counts, a preset's shape overridden
+--preset llama3-8b --micro-batch 100000
+--preset llama3-8b --dp 4 --zero 3 --micro-batch 64
+--preset deepseek-v3 --dp 8 --ep 8 --zero 3
+--params 2e10 --seq 8
+--preset gpt2-124m --dp 1000000
+--preset gpt2-124m --dp 1048576 --cp 1
+--preset tiny-gpt --cp 16 --dp 65536
+--preset gpt2-124m --efficiency 0.0001
+--layers 1024 --hidden 8192 --heads 64 --vocab 50 --seq 4096 --pp 1024
+--preset gpt2-124m --dp 4096 --overlap 1 --zero 3
+"""  # custom shapes, odd sizes, bare counts, a preset's shape overridden; absurd
+# answers that say why (memory beyond every GPU, MFU 0.0%), ZeRO-3's held count
 REFUSED = """
 --preset llama3-8b --tp 3
 --preset gpt2-124m --dp 2 --gpus 7
@@ -322,6 +333,10 @@ REFUSED = """
 --params 7e9 --seq 2048 --dp 2 --ep 2
 --preset mixtral-8x7b --moe-every 0
 --preset mixtral-8x7b --dense-layers -1
+--preset llama3-8b --dp 1000000000
+--preset gpt2-124m --cp 1048577
+--preset llama3-8b --dp 1024 --tp 8 --pp 256
+--preset gpt2-124m --dp 1048576 --gpus 1048577
 """  # each impossible: argparse's refusals and estimate()'s
 
 

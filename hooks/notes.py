@@ -2,8 +2,10 @@
 
 * ``docs/sitemap.md``: ``<!-- notes:by-series -->`` and ``<!-- notes:by-date -->``
   become every note, grouped by series and by month.
-* ``docs/index.md``: ``<!-- notes:latest -->`` (the newest notes) and
-  ``<!-- notes:series -->``.
+* ``docs/index.md``: ``<!-- notes:start -->`` (a button to the first note of the
+  first series), ``<!-- notes:series -->`` (each series once: its note count, counted
+  here, the line the page's front matter ``series:`` gives it, where it starts, its
+  page and its feed) and ``<!-- notes:latest -->`` (the newest notes).
 * every note says "part N of M" of its series under its title, and its page footer's
   previous / next are the series' neighbours (not the blog's, by date): one "next".
 * each series page lists its notes in the series' order, on one page.
@@ -148,11 +150,27 @@ def latest(from_uri: str) -> str:
     )
 
 
+def start_link(from_uri: str) -> str:
+    """A button to part 1 of the first series written: where a newcomer begins."""
+    order = _series_order()
+    if not order:
+        return ""
+    first = series_notes(order[0])[0]
+    rel = posixpath.relpath(first.src_uri, posixpath.dirname(from_uri) or ".")
+    return (
+        f"[Start reading: {first.title} →]({rel})"
+        "{ .md-button .md-button--primary .cp-start }"
+    )
+
+
 def series_list(from_uri: str, page=None, config=None) -> str:
-    """Each series: how many notes, where it starts, its page and its feed."""
+    """Each series once: how many notes, what it is about (``series:`` in the page's
+    front matter, by series name), where it starts, its page and its feed."""
+    about = (page.meta.get("series") if page is not None else None) or {}
     lines = []
     for series in _series_order():
         notes = series_notes(series)
+        what = f" {about[series].strip()}" if about.get(series) else ""
         extra = ""
         if page is not None and config is not None:
             here = page.url
@@ -163,8 +181,8 @@ def series_list(from_uri: str, page=None, config=None) -> str:
                 f'<a href="{get_relative_url(f"feeds/{slug}.xml", here)}">its feed</a>'
             )
         lines.append(
-            f"- **{series}**: {len(notes)} note{'s' if len(notes) != 1 else ''}; "
-            f"start with {_link(notes[0], from_uri)}{extra}"
+            f"- **{series}**, {len(notes)} note{'s' if len(notes) != 1 else ''}."
+            f"{what} Start with {_link(notes[0], from_uri)}{extra}"
         )
     return "\n".join(lines)
 
@@ -237,6 +255,7 @@ def on_page_markdown(markdown, page, config, files):
         "<!-- notes:by-date -->": by_date,
         "<!-- notes:latest -->": latest,
         "<!-- notes:series -->": series_list,
+        "<!-- notes:start -->": start_link,
     }
     for marker, make in replacements.items():
         if marker in markdown:

@@ -516,6 +516,7 @@ def _figures(records: list[dict], names: list[str], where: str) -> dict:
             y_label="seconds",
             log_x=True,
             log_y=True,
+            y_unit="s",
             description=f"Measured time of one forward and backward pass of {impls} "
             "attention against sequence length N, both axes logarithmic.",
         ),
@@ -526,6 +527,7 @@ def _figures(records: list[dict], names: list[str], where: str) -> dict:
             y_label="MiB above the inputs",
             log_x=True,
             log_y=True,
+            y_unit="MiB",
             description=f"Measured peak memory above the inputs of {impls} attention "
             "(forward and backward) against sequence length N, both axes logarithmic.",
         ),

@@ -43,6 +43,12 @@ class Spread(NamedTuple):
         return f"{m:.{digits}f} [{lo:.{digits}f}–{hi:.{digits}f}]"
 
 
+def signed(x: float, digits: int = 2) -> str:
+    """'+0.12', '-0.12', and '0.00' for anything that rounds to zero: never '-0.00'."""
+    text = f"{x:+.{digits}f}"
+    return text[1:] if float(text) == 0 else text
+
+
 # --8<-- [start:rule]
 def order(a: Spread, b: Spread) -> int:
     """-1 if a's IQR lies wholly below b's, 1 if wholly above, 0 if they overlap."""

@@ -531,11 +531,9 @@ class Outcome:
         return dataclasses.replace(self, **changes)
 
 
-def _rank(name: str, path: str, state_dir: str, timeout_s: float) -> None:
-    """Every rank's part of a check: load the reader's function, run the cases."""
-    from snippets.exercises.catalog import exercise
-
-    ex = exercise(name)
+def _rank(ex: Exercise, path: str, state_dir: str, timeout_s: float) -> None:
+    """Every rank's part of a check: load the reader's function, run the cases. The
+    exercise travels by reference: its functions are imported by name in the rank."""
     rank = dist.get_rank() if dist.is_initialized() else 0
     grade = Grade(ex, path, os.path.join(state_dir, f"rank{rank}.json"), timeout_s)
     try:
@@ -560,7 +558,7 @@ def check(
             from snippets.core.runtime import fork_server_preload, launch
 
             ranks.PRELOAD[:] = fork_server_preload(exercise.check)  # before it forks
-            args = (exercise.name, os.path.abspath(path), state_dir, timeout_s)
+            args = (exercise, os.path.abspath(path), state_dir, timeout_s)
             try:
                 launch(_rank, world_size, "gloo", timeout_s, args)
             except Stop:  # one rank runs here, in this process
@@ -595,7 +593,7 @@ def _alone(exercise: Exercise, path: str, state_dir: str, timeout_s: float) -> N
     previous = signal.signal(signal.SIGALRM, alarm)
     signal.setitimer(signal.ITIMER_REAL, timeout_s)
     try:
-        _rank(exercise.name, os.path.abspath(path), state_dir, timeout_s)
+        _rank(exercise, os.path.abspath(path), state_dir, timeout_s)
     except Stop:
         pass
     except Stuck as exc:  # the alarm rang in the grader's own part of a case
@@ -622,14 +620,28 @@ def _merge(state_dir: str, world_size: int) -> Outcome:
                 titles.append(case["title"])
     for title in titles:
         merged = {"title": title, "failure": None, "rank": None, "detail": []}
-        for rank, state in sorted(states.items()):
-            case = next((c for c in state["cases"] if c["title"] == title), None)
-            if case is not None and case["failure"] is not None:
-                merged |= {"failure": case["failure"], "rank": rank}
-                merged["detail"] = case["detail"]
-                if case["stopped"] and outcome.stopped is None:
-                    outcome.stopped = case["failure"]
-                break
+        found = [
+            (rank, next((c for c in state["cases"] if c["title"] == title), None))
+            for rank, state in sorted(states.items())
+        ]
+        failed = [
+            (r, c) for r, c in found if c is not None and c["failure"] is not None
+        ]
+        # a peer's stop reaches a rank that waits on it as a closed connection: name
+        # the rank that stopped first, not its echo
+        failed.sort(key=lambda pair: _is_echo(pair[1]["failure"]))
+        if failed:
+            rank, case = failed[0]
+            merged |= {"failure": case["failure"], "rank": rank}
+            merged["detail"] = case["detail"]
+            if case["stopped"] and outcome.stopped is None:
+                outcome.stopped = case["failure"]
         outcome.cases.append(merged)
     outcome.waits = {r: s["wait"] for r, s in states.items() if s.get("wait")}
     return outcome
+
+
+def _is_echo(failure: str) -> bool:
+    """A rank's failure that only says its peer went away."""
+    text = failure.lower()
+    return "connection closed by peer" in text or "connection reset by peer" in text

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from snippets.core.charts import line_chart
+from snippets.core.charts import Note, line_chart
 from snippets.core.claims import Spread
 from snippets.core.cli import main_entry, positive_int
 from snippets.core.measure import time_samples
@@ -194,9 +194,8 @@ def figures(record: dict, matmuls: list[dict]) -> dict:
     )
     xs = sorted({0.25, knee, 4 * max(r["intensity"] for r in matmuls)})
     xs = [x for x in xs if x > 0]
-    series = {
-        "roofline: min(peak, bandwidth × I)": [(x, min(peak, bw * x)) for x in xs]
-    }
+    roof = "roofline: min(peak, bandwidth × I)"
+    series = {roof: [(x, min(peak, bw * x)) for x in xs]}
     for name in sorted({r["dtype"] for r in matmuls}):
         pts = sorted(
             (r["intensity"], r["median"]) for r in matmuls if r["dtype"] == name
@@ -205,11 +204,12 @@ def figures(record: dict, matmuls: list[dict]) -> dict:
     series = {k: [(x, y / 1e9) for x, y in v] for k, v in series.items()}
     chart = line_chart(
         series,
-        title=f"Roofline of this machine: knee at {knee:.1f} FLOP/byte",
+        title="Roofline of this machine, and its matmuls under it",
         x_label="arithmetic intensity (FLOP/byte)",
         y_label="GFLOP/s",
         log_x=True,
         log_y=True,
+        note=Note(f"knee: {knee:.1f} FLOP/byte", roof, knee),
         description="Measured matmul FLOP/s against intensity under the measured roof.",
     )
     return {"roofline": chart}

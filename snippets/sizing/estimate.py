@@ -12,12 +12,27 @@ parameters drive 6N, its routed experts are split over ``ep`` ranks and their mo
 states sharded over the dp·cp/ep ranks that hold the same experts (ZeRO's group for
 the rest is dp·cp), their gradients reduced over that group (counted under ``dp``),
 and the all-to-alls of ``traffic.ep_calls`` are ``comm_bytes_per_step["ep"]``.
+
+Plausibility. A grid above :data:`MAX_GPUS` is refused (:func:`check`): the α-β
+model has no data that far, and the page's port keeps every integer exact below it.
+Where a configuration computes but an answer says nothing on its own,
+:func:`warnings` says why, keyed by the field it explains: a GPU's memory beyond
+every GPU in the presets (which part, and what makes it), and an MFU that rounds
+to 0.0% (what takes the step instead). Both are in the ``--json`` object.
 """
 
 from __future__ import annotations
 
 from snippets.core.errors import UsageError
-from snippets.sizing import activations, flops, memory, params, throughput, traffic
+from snippets.sizing import (
+    activations,
+    flops,
+    memory,
+    params,
+    presets,
+    throughput,
+    traffic,
+)
 
 DEFAULTS = dict(
     seq=None,  # tokens a sequence (default: the model's training context)
@@ -45,6 +60,11 @@ DEFAULTS = dict(
 )
 
 
+# 2^20 GPUs: 64 × the 16,384 H100s that trained Llama 3 405B (Llama 3 paper, §3.3).
+MAX_GPUS = 2**20
+MFU_SHOWN = 0.0005  # below it, MFU prints as 0.0%
+
+
 def _check(ok: bool, message: str) -> None:
     if not ok:
         raise UsageError(message)
@@ -59,7 +79,11 @@ def check(model: dict, c: dict) -> None:
     _check(0 <= c["overlap"] <= 1, "--overlap must be between 0 and 1")
     _check(0 < c["efficiency"] <= 1, "--efficiency must be in (0, 1]")
     dp, tp, pp, cp, v = (c[k] for k in ("dp", "tp", "pp", "cp", "vpp"))
+    beyond = f"above {MAX_GPUS:,} GPUs (2^20, 64 × Llama 3 405B's 16,384): too far"
+    for key in ("dp", "tp", "pp", "cp"):
+        _check(c[key] <= MAX_GPUS, f"--{key} is {beyond} to model")
     grid = dp * tp * pp * cp
+    _check(grid <= MAX_GPUS, f"dp·tp·pp·cp is {beyond} to model")
     _check(c["gpus"] == grid, f"dp·tp·pp·cp = {grid} but --gpus is {c['gpus']}")
     per_step = c["micro_batch"] * dp
     _check(
@@ -85,7 +109,10 @@ def check(model: dict, c: dict) -> None:
     _check(L % (pp * v) == 0, f"--layers {L} is not divisible by pp·vpp = {pp * v}")
     _check(v == 1 or pp > 1, "--vpp above 1 needs --pp above 1")
     m = c["global_batch"] // per_step
-    _check(v == 1 or m % pp == 0, f"interleaving needs micro-batches ({m}) ÷ pp")
+    _check(
+        v == 1 or m % pp == 0,
+        f"--vpp {v} needs micro-batches ({m}) divisible by --pp {pp}",
+    )
     _check(c["seq"] % cp == 0, f"--seq {c['seq']} is not divisible by --cp {cp}")
     if c["sequence_parallel"]:
         _check((c["seq"] // cp) % tp == 0, "with SP, seq/cp must divide by --tp")
@@ -128,6 +155,72 @@ def moe_parts(model: dict, c: dict, e: float) -> dict:
     one = traffic.ep_calls(b, s / c["cp"], h, e, k, 1, 1, ep, tp)  # fwd + bwd
     per_layer = traffic.sent_bytes(one, ep)
     return counts | {"ffn": ffn, "ep_calls": calls, "a2a_per_layer": per_layer}
+
+
+def step_parts(
+    compute: float, bubble: float, comm_s: dict, overlap: float
+) -> dict[str, float]:
+    """``throughput.step_seconds`` term by term: compute, the pipeline bubble, each
+    parallelism's communication (DP's and CP's less what the overlap hides)."""
+    hidden = min(overlap * (comm_s["dp"] + comm_s["cp"]), compute)
+    overlapped = comm_s["dp"] + comm_s["cp"]
+    exposed = (overlapped - hidden) / overlapped if overlapped > 0 else 0
+    return {
+        "compute": compute,
+        "bubble": compute * (bubble - 1),
+        "tp": comm_s["tp"],
+        "pp": comm_s["pp"],
+        "ep": comm_s["ep"],
+        "dp": comm_s["dp"] * exposed,
+        "cp": comm_s["cp"] * exposed,
+    }
+
+
+def _gb(x: float) -> str:  # whole GB: prints the same in Python and in the page
+    return f"{round(x / 1e9):,} GB"
+
+
+def warnings(r: dict, c: dict, gpus: dict) -> dict[str, str]:
+    """What a computed answer cannot say on its own, keyed by the field it explains.
+
+    ``memory_bytes``: more than every GPU in ``gpus`` holds; no GPU choice rescues it,
+    so it names the biggest part and what makes it. ``mfu``: below
+    :data:`MFU_SHOWN` it prints as 0.0%; it names the biggest term of the step."""
+    found = {}
+    mem, b, s_loc = r["memory_bytes"], c["micro_batch"], c["seq"] // c["cp"]
+    name, cap = max(
+        ((g, spec["hbm_bytes"]) for g, spec in gpus.items()), key=lambda x: x[1]
+    )
+    if mem["total"] > cap:
+        keys = ("weights", "gradients", "optimizer", "activations", "buffers")
+        part = max(keys, key=lambda k: mem[k])
+        if part == "activations":
+            why = f"micro-batch {b} × {s_loc:,} tokens a GPU at once"
+        elif part == "buffers":
+            why = "ZeRO-3's gathered layer"
+        else:
+            why = f"a shard of {round(r['params_per_gpu']):,} parameters a GPU"
+        found["memory_bytes"] = (
+            f"{_gb(mem['total'])} a GPU is more than any GPU preset holds ({name}: "
+            f"{_gb(cap)}); {_gb(mem[part])} of it is {part}: {why}"
+        )
+    if r["mfu"] < MFU_SHOWN:
+        parts = step_parts(
+            r["compute_seconds_per_step"], r["bubble_factor"],
+            r["comm_seconds_per_step"], c["overlap"],
+        )  # fmt: skip
+        part = max(parts, key=lambda k: parts[k])
+        share = round(100 * parts[part] / r["step_time_s"])
+        if part == "compute":
+            why = "compute (at the --efficiency given)"
+        elif part == "bubble":
+            m = r["microbatches"]
+            why = f"the pipeline bubble ({c['pp'] - 1} stages idle, m = {m})"
+        else:
+            ranks = c["dp"] * c["cp"] if part == "dp" else c[part]
+            why = f"{part.upper()} communication over {ranks:,} ranks"
+        found["mfu"] = f"MFU rounds to 0.0%: {why} is {share}% of the step"
+    return found
 
 
 def _dims(model: dict) -> tuple:
@@ -225,10 +318,13 @@ def estimate(model: dict, gpu: dict, **setup) -> dict:
     bubble = throughput.bubble_factor(pp, m, v)
     step = throughput.step_seconds(compute, bubble, **comm_s, overlap=c["overlap"])
     tps = throughput.tokens_per_second(c["global_batch"], s, step)
-    return {
+    # ZeRO-3 keeps 1/(dp·cp) of the shard between layers (its experts' 1/edp)
+    held = P / (dp * cp) + P_exp / edp if zero == 3 else P + P_exp
+    found = {
         "params": N,
         "params_active": N_active,
         "params_per_gpu": P + P_exp,
+        "params_held_per_gpu": held,
         "expert_params_per_gpu": P_exp,
         "all_to_all_bytes_per_moe_layer": moe["a2a_per_layer"] if moe else 0.0,
         "memory_bytes": mem,
@@ -247,3 +343,4 @@ def estimate(model: dict, gpu: dict, **setup) -> dict:
         "hfu": flops.utilization(hw_per_token, tps, c["gpus"], gpu["peak_flops"]),
         "inputs": {"model": dict(model), "gpu": dict(gpu)} | c,
     }
+    return found | {"warnings": warnings(found, c, presets.GPUS)}

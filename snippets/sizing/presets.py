@@ -9,6 +9,10 @@ Models: dimensions from the published configs, linked beside each one. ``arch`` 
 ``gpt`` (learned positions, GELU MLP, biases, LayerNorm) or ``llama`` (RoPE, SwiGLU,
 grouped-query attention, RMSNorm, no biases). ``seq`` is the training context length.
 A model with experts also has the keys of :func:`_moe`, and DeepSeek-V3 an ``mla``.
+
+"this-machine" (:func:`this_machine`) is measured, not a datasheet: the roofline
+note's peak and bandwidth and the latency note's fitted α and β, read from
+``results/``, with the ranks sharing one machine's cores.
 """
 
 from __future__ import annotations
@@ -55,6 +59,36 @@ GPUS: dict[str, dict] = {
     "b200": _gpu(2250e12, 180, 8000, NVLINK5, PCIE5, IB_NDR),
 }
 # --8<-- [end:gpus]
+THIS_MACHINE = "this-machine"
+
+
+# --8<-- [start:this_machine]
+def this_machine(
+    roofline: dict, cost: dict, ranks: int, cores: int, memory_bytes: float
+) -> dict:
+    """One rank's hardware when ``ranks`` ranks share this machine's ``cores``: the
+    roofline record's ``peak_matmul_flops`` and ``bandwidth_bytes_per_s`` (measured
+    with every core), times the share a rank gets, and the cost-model record's α and
+    1/β for every link (gloo on one machine: no NVLink, PCIe or NIC in the way).
+
+    A rank runs max(1, cores // ranks) threads (the runtime's rule) and its threads
+    get at most cores/ranks cores when the ranks outnumber them: its share of the
+    machine is min(threads, cores/ranks) / cores, 1/ranks whenever ranks divide
+    the cores or outnumber them."""
+    threads = max(1, cores // ranks)
+    share = min(threads, cores / ranks) / cores
+    link = 1 / cost["beta_s_per_byte"]
+    found = _gpu(
+        roofline["peak_matmul_flops"] * share,
+        memory_bytes / ranks / GB,
+        roofline["bandwidth_bytes_per_s"] * share / GB,
+        link, link, link,
+    )  # fmt: skip
+    alpha = cost["alpha_s"]
+    return found | {"alpha_intra": alpha, "alpha_inter": alpha, "share": share}
+
+
+# --8<-- [end:this_machine]
 
 
 def _model(arch, V, s, L, h, a, kv, ffn, tied, bias) -> dict:

@@ -6,15 +6,23 @@
         --ffn 14336 --vocab 128256 --arch llama --seq 8192 --tp 8
     python -m snippets size --params 7.5e9 --dp 64 --zero 2 --grad-bytes 2
     python -m snippets size --preset mixtral-8x7b --seq 4096 --dp 8 --ep 8 --zero 1
+    python -m snippets size --preset tiny-gpt --dp 2 --gpu this-machine
     python -m snippets size --list
 
 A preset's dimensions can be overridden one by one (``--preset llama3-8b --layers
 16``). Impossible inputs (heads not divisible by tp, dp·tp·pp·cp ≠ --gpus, a global
 batch that micro-batch × dp does not divide, an unknown preset, --top-k above the
-experts, experts that --ep does not divide...) get one line and exit status 2.
+experts, experts that --ep does not divide, more than 2^20 GPUs...) get one line and
+exit status 2. An answer computed but meaningless alone (memory beyond every GPU, an
+MFU that rounds to 0.0%) comes with a line that says why.
 ``--experts E --top-k K`` (and the other expert flags) make a model's feed-forward
 layers MoE; the conventions (what is active, EP folded inside DP) are in
 ``snippets/sizing/params.py``.
+
+``--gpu this-machine`` is the machine the command runs on, as measured: the
+roofline's ``results/roofline.json`` and the latency note's α-β fit,
+``results/cost_model.json`` (``presets.this_machine``: each of the dp·tp·pp·cp ranks
+gets its share of the cores). Without those results it says which snippet to run.
 
 ``--json`` prints one object (numbers are plain floats or ints, bytes in bytes,
 seconds in seconds; the formulas are in the modules named):
@@ -22,6 +30,7 @@ seconds in seconds; the formulas are in the modules named):
     params                   int, every parameter once            (params)
     params_active            int, what one token touches (= params if dense)
     params_per_gpu           the most loaded GPU's, TP × PP (× EP) split (params)
+    params_held_per_gpu      what it keeps between layers: ÷ dp·cp under ZeRO-3
     expert_params_per_gpu    its routed experts' share (0 if dense)
     all_to_all_bytes_per_moe_layer  one GPU, one micro-batch: dispatch and combine,
                              forward and backward (traffic)
@@ -36,6 +45,8 @@ seconds in seconds; the formulas are in the modules named):
     compute_seconds_per_step hardware FLOPs ÷ (peak × efficiency) (throughput)
     bubble_factor            1 + (p - 1)/(v·m);  microbatches: m
     step_time_s, tokens_per_s, mfu, hfu                            (throughput)
+    warnings                 {field: why}: what a computed answer cannot say on its
+                             own (estimate.warnings); {} mostly
     inputs                   {model: {...}, gpu: {...}, and every setup key}
 """
 
@@ -43,6 +54,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 
 from snippets.core.cli import (
     OneLineParser,
@@ -52,6 +65,7 @@ from snippets.core.cli import (
     positive_int,
 )
 from snippets.core.errors import UsageError
+from snippets.core.results import read, results_folder
 from snippets.sizing import estimate, presets
 from snippets.sizing.memory import PRECISIONS
 from snippets.sizing.size_table import presets_table, table
@@ -104,7 +118,7 @@ def parser() -> OneLineParser:
     p.add_argument("--optimizer", choices=("adam", "sgd"), default="adam")
     p.add_argument("--grad-bytes", type=positive_float, help="2: the ZeRO paper's")
     p.add_argument(
-        "--gpu", default="h100-sxm", help=f"one of: {', '.join(presets.GPUS)}"
+        "--gpu", default="h100-sxm", help=f"one of: {', '.join(hardware_names())}"
     )
     p.add_argument("--intra-link", choices=("nvlink", "pcie"), default="nvlink")
     p.add_argument("--efficiency", type=positive_float, help="compute MFU (0.5)")
@@ -161,19 +175,46 @@ def setup(opts: argparse.Namespace) -> dict:
     }
 
 
+def hardware_names() -> list[str]:
+    return [*presets.GPUS, presets.THIS_MACHINE]
+
+
+def measured_machine(ranks: int) -> dict:
+    """``presets.this_machine`` from this machine's results, for ``ranks`` ranks."""
+    folder, found = results_folder(), {}
+    for name in ("roofline", "cost_model"):
+        record = read(folder, name) or {}
+        if not isinstance(record.get("result"), dict):
+            raise UsageError(
+                f"--gpu {presets.THIS_MACHINE} needs {folder / name}.json: run "
+                f"'python -m snippets run {name}' first"
+            )
+        found[name] = record["result"]
+    pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    cores = os.cpu_count() or 1
+    return presets.this_machine(found["roofline"], found["cost_model"], ranks,
+                                cores, pages)  # fmt: skip
+
+
 def size(argv: list[str] | None = None) -> int:
     """Parse, estimate, print; a UsageError is raised for the caller's one line."""
     opts = parser().parse_args(argv)
     if opts.list:
         print(presets_table())
         return 0
-    if opts.gpu not in presets.GPUS:
-        names = ", ".join(presets.GPUS)
+    if opts.gpu not in hardware_names():
+        names = ", ".join(hardware_names())
         raise UsageError(f"unknown GPU {opts.gpu!r}: choose one of {names}")
     model = resolve_model(opts)
     if model.get("seq") is None:
         raise UsageError("give --seq: only a preset knows its context length")
-    result = estimate.estimate(model, presets.GPUS[opts.gpu], **setup(opts))
+    found = setup(opts)
+    if opts.gpu == presets.THIS_MACHINE:
+        grid = (found.get(k, 1) for k in ("dp", "tp", "pp", "cp"))
+        gpu = measured_machine(found.get("gpus") or math.prod(grid))
+    else:
+        gpu = presets.GPUS[opts.gpu]
+    result = estimate.estimate(model, gpu, **found)
     result["inputs"] |= {"preset": opts.preset, "gpu_name": opts.gpu}
     print(json.dumps(result) if opts.json else table(result))
     return 0

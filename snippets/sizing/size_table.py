@@ -3,6 +3,8 @@ most, the same numbers as ``--json`` rounded for reading."""
 
 from __future__ import annotations
 
+import textwrap
+
 from snippets.sizing import presets
 
 
@@ -44,8 +46,11 @@ def table(r: dict) -> str:
         i["optimizer"],
     ]
     lines = [describe(i), "  " + ", ".join(flags), ""]
+    lines.append(f"parameters: {r['params']:,} in all")
+    held = f"{r['params_held_per_gpu']:,.0f} held under ZeRO-3"
     lines.append(
-        f"parameters: {r['params']:,} ({r['params_per_gpu']:,.0f} a TP×PP shard)"
+        f"  {r['params_per_gpu']:,.0f} in a GPU's TP×PP shard"
+        + (f", {held}" if i["zero"] == 3 else "")
     )
     if r["expert_params_per_gpu"]:
         m = i["model"]
@@ -86,6 +91,8 @@ def table(r: dict) -> str:
         f"MFU {r['mfu']:.1%}, HFU {r['hfu']:.1%} "
         f"(compute at {i['efficiency']:.0%} of peak)"
     )
+    for message in r["warnings"].values():  # what an answer cannot say on its own
+        lines += textwrap.wrap(message, 88, initial_indent="! ", subsequent_indent="  ")
     return "\n".join(lines)
 
 

@@ -5,10 +5,11 @@ function (``formulas.js``: same names, same arguments, same order of operations)
 takes everything else from here: the model and GPU presets, the bytes of each
 precision and optimizer, :data:`~snippets.sizing.estimate.DEFAULTS`, the options of
 ``python -m snippets size`` (flag, type, choices, default, help), so the page reads a
-configuration as the CLI does and says the same one line when it cannot, and the
-chart palette. :func:`widget_html` puts it in a ``<figure class="cp-sizing">`` that
-the note includes from ``results/``; ``hooks/page_assets.py`` gives that page the
-widget's scripts and stylesheet.
+configuration as the CLI does and, when it cannot, puts the CLI's one line (less
+"(see --help)") beside the fields it names, the limits of ``estimate`` (the most
+GPUs, the least MFU shown), and the chart palette. :func:`widget_html` puts it in a
+``<figure class="cp-sizing">`` that the note includes from ``results/``;
+``hooks/page_assets.py`` gives that page the widget's scripts and stylesheet.
 
     python -m snippets run sizing_widget
 """
@@ -59,6 +60,7 @@ def widget_data() -> dict:
         "optimizer_state": memory.OPTIMIZER_STATE,
         "activation_bytes": memory.ACTIVATION_BYTES,
         "defaults": estimate.DEFAULTS,
+        "limits": {"max_gpus": estimate.MAX_GPUS, "mfu_shown": estimate.MFU_SHOWN},
         "shape": list(size_cli.SHAPE),
         "moe": list(size_cli.MOE),
         "options": options(),

@@ -35,6 +35,12 @@ def tiny_gpt() -> GPT:
     return GPT(GPTConfig())
 
 
+def tiny_moe_gpt() -> GPT:
+    """The factory ``python -m snippets view tiny_moe_gpt`` uses: each MLP a mixture
+    of 4 experts, top-2 (the mixture-of-experts note's)."""
+    return GPT(GPTConfig(num_experts=4, top_k=2))
+
+
 def tiny_gpt_inputs() -> tuple[torch.Tensor]:
     """One sequence of ``block_size`` token ids (B, N) = (1, 16)."""
     idx, _ = random_batch(GPTConfig(), 1, seed=0)

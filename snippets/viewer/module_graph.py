@@ -4,7 +4,9 @@ when no tracer can capture the model.
 ``module_table(model)`` is the tree: ``named_modules()`` in its order, each module
 once under its first name, with the other names it is reachable by (``aliases``: a
 block that a ``ModuleList`` and an attribute both hold), the tensors it registers and
-the parameters it uses but another module registered first (``tied``).
+the parameters it uses but another module registered first (``tied``). A mixture of
+experts (``snippets.parallel.experts.moe.MoE``) also says which modules are its
+experts, in order, and how many each token visits (``moe``: ``experts``, ``top_k``).
 
 ``module_graph(model, args, kwargs)`` is the fallback for a model that runs eagerly
 but that neither ``torch.export`` nor ``torch.fx`` follows (``nn.Transformer`` with a
@@ -35,6 +37,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import FlopCounterMode
+
+from snippets.parallel.experts.moe import MoE
 
 
 def describe(value: Any) -> list[dict | None]:
@@ -119,6 +123,10 @@ def module_table(model: torch.nn.Module) -> list[dict]:
         }
         if name in aliases:
             entry["aliases"] = aliases[name]
+        if isinstance(m, MoE):  # the project's mixture: its experts, in order, and k
+            prefix = f"{name}.experts." if name else "experts."
+            experts = [names[prefix + str(i)] for i in range(len(m.experts))]
+            entry["moe"] = {"experts": experts, "top_k": m.top_k}
         modules.append(entry)
     return modules
 

@@ -16,7 +16,16 @@ shapes of the exported graph instead of a model's dimensions:
   an all-reduce, or with SP an all-gather and a reduce-scatter); PP at each tensor
   crossing a stage boundary (``traffic.pp_calls``: the activation forward and its
   gradient backward); CP at each attention (``traffic.cp_calls``: K and V around
-  the ring); DP at each module's parameters (``traffic.dp_calls``).
+  the ring); DP at each module's parameters (``traffic.dp_calls``); EP at each
+  mixture of experts (``traffic.ep_calls`` of half a layer: the dispatch all-to-all
+  before the experts and the combine after them, each forward and reversed backward).
+
+A mixture's experts follow the calculator's rules for them (``params``: experts whole
+on every TP rank, EP alone splits them): a rank holds E/ep of a layer's experts, their
+model states are sharded (ZeRO) and their gradients reduced over the dp·cp/ep ranks
+that hold the same experts, and each rank dispatches its share of the tokens,
+b·s/(cp·t) of them, k rows each. An expert's DP marker is what a rank that holds it
+sends; a rank's row counts the E/ep experts it holds.
 
 Like the calculator, the TP collectives of the vocab-split embedding and head are
 left out, and so is the all-reduce that keeps two copies of a tied weight equal.
@@ -27,7 +36,13 @@ from __future__ import annotations
 import math
 
 from snippets.sizing import memory, traffic
-from snippets.viewer.parallel_overlay import Degrees, ranks_of_stage, stage
+from snippets.viewer.parallel_overlay import (
+    Degrees,
+    check_degrees,
+    mixtures,
+    ranks_of_stage,
+    stage,
+)
 
 PLACES = 4  # TP collectives a layer: tp_calls counts 4 a layer a micro-batch
 DP_NAMES = [
@@ -36,7 +51,11 @@ DP_NAMES = [
     "reduce-scatter grads, all-gather params",
     "reduce-scatter grads, all-gather params ×2",
 ]
-COLUMNS = ("weights", "grads", "optimizer", "buffers", "tp", "pp", "cp", "dp")
+COLUMNS = ("weights", "grads", "optimizer", "buffers", "tp", "pp", "cp", "dp", "ep")
+EP_NAMES = (
+    "dispatch: all-to-all (fwd), reversed (bwd)",
+    "combine: all-to-all (fwd), reversed (bwd)",
+)
 
 
 def precision(dtype: str) -> str:
@@ -64,6 +83,16 @@ def held(graph: dict, d: Degrees) -> list[tuple[dict, int, float, str]]:
     return found
 
 
+def zero_group(m: dict, d: Degrees) -> int:
+    """The ranks sharing a module's parameters: dp × cp; an expert's, dp·cp/ep."""
+    return d.dp * d.cp // (d.ep if "expert" in m else 1)
+
+
+def share(m: dict, d: Degrees) -> float:
+    """The fraction of a stage's ranks that hold the module: 1/ep for an expert."""
+    return 1 / d.ep if "expert" in m else 1.0
+
+
 def block_of(module_id: str, stack: list[str]) -> str:
     return next((b for b in stack if (module_id + ".").startswith(b + ".")), "")
 
@@ -71,27 +100,32 @@ def block_of(module_id: str, stack: list[str]) -> str:
 # --8<-- [start:rank_bytes]
 def rank_bytes(graph: dict, d: Degrees) -> list[dict]:
     """One row per PP stage: its ranks and what each of them holds and sends."""
+    check_degrees(graph, d)
     rows = [
         {"stage": s, "ranks": ranks_of_stage(s, d)} | dict.fromkeys(COLUMNS, 0.0)
         for s in range(d.pp)
     ]
-    data = graph["sizing"]
-    blocks: dict[tuple[int, str], float] = {}
+    data, mods = graph["sizing"], {m["id"]: m for m in graph["modules"]}
+    blocks: dict[tuple[int, str], list[float]] = {}  # [others, experts held]
     for m, s, psi, prec in held(graph, d):
         w, g = (data["precisions"][prec][k] for k in ("weight", "grad"))
         k = data["precisions"][prec]["master"] + data["optimizer_state"]["adam"]
-        states = memory.model_states(psi, w, g, k, d.zero, d.dp * d.cp)
+        n, part = zero_group(m, d), share(m, d)
+        states = memory.model_states(psi, w, g, k, d.zero, n)
         for col, key in (("weights", "weights"), ("grads", "gradients")):
-            rows[s][col] += states[key]
-        rows[s]["optimizer"] += states["optimizer"]
+            rows[s][col] += part * states[key]
+        rows[s]["optimizer"] += part * states["optimizer"]
         block = block_of(m["id"], graph["stack"])
         if block:
-            blocks[s, block] = blocks.get((s, block), 0.0) + psi * w
-    for (s, _), size in blocks.items():  # the largest block, gathered (ZeRO-3)
-        buffer = memory.zero3_buffer(size, 1, d.zero, d.dp * d.cp)
+            sizes = blocks.setdefault((s, block), [0.0, 0.0])
+            sizes["expert" in m] += part * psi * w
+    for (s, _), (size, experts) in blocks.items():  # the largest block, gathered
+        buffer = memory.zero3_buffer(size, 1, d.zero, d.dp * d.cp)  # (ZeRO-3)
+        buffer += memory.zero3_buffer(experts, 1, d.zero, d.dp * d.cp // d.ep)
         rows[s]["buffers"] = max(rows[s]["buffers"], buffer)
     for c in collectives(graph, d):
-        rows[c["stage"]][c["kind"]] += c["bytes"]
+        part = share(mods[c["at"]], d) if c["kind"] == "dp" else 1.0
+        rows[c["stage"]][c["kind"]] += part * c["bytes"]
     for row in rows:
         row["total"] = sum(row[k] for k in ("weights", "grads", "optimizer", "buffers"))
     return rows
@@ -111,6 +145,7 @@ def dims(out: dict, cp: int) -> tuple[float, float, float, float]:
 def collectives(graph: dict, d: Degrees) -> list[dict]:
     """Every collective a step fires: kind, name, where (op or module), its calls,
     its group's size and the bytes one rank sends."""
+    check_degrees(graph, d)
     n, found = len(graph["stack"]), []
     mods = {m["id"]: m for m in graph["modules"]}
     ops = {op["id"]: op for op in graph["ops"]} | {i["id"]: i for i in graph["inputs"]}
@@ -152,6 +187,14 @@ def collectives(graph: dict, d: Degrees) -> list[dict]:
                 calls = traffic.pp_calls(*dims(ops[i]["out"][0], d.cp), 1, d.pp, 1,
                                          d.tp, sp)  # fmt: skip
                 add("pp", "send/recv", i, up, calls, 2)
+    if d.ep > 1:
+        for moe in mixtures(graph):
+            x = moe_input(graph, moe["id"], ops)
+            b, s_loc, h, e = dims(ops[x]["out"][0], d.cp)
+            k, s = moe["moe"]["top_k"], stage(moe["layer"], d.pp, n)
+            calls = traffic.ep_calls(b, s_loc, h, e, k, 1 / 2, 1, d.ep, d.tp)
+            for name in EP_NAMES:  # half a layer each: before and after the experts
+                add("ep", name, moe["id"], s, calls, d.ep)
     if d.dp * d.cp > 1:
         mine: dict[str, list] = {}
         for m, s, psi, prec in held(graph, d):
@@ -159,8 +202,26 @@ def collectives(graph: dict, d: Degrees) -> list[dict]:
         for mid, (s, psi, prec) in mine.items():
             w, g = (graph["sizing"]["precisions"][prec][k] for k in ("weight", "grad"))
             calls = traffic.dp_calls(psi, w, g, d.zero, 1)
-            add("dp", DP_NAMES[d.zero], mid, s, calls, d.dp * d.cp)
+            group = zero_group(mods[mid], d)
+            if group > 1:  # an expert whose holders are its ep group's only: none
+                add("dp", DP_NAMES[d.zero], mid, s, calls, group)
     return found
+
+
+def moe_input(graph: dict, moe_id: str, ops: dict) -> str:
+    """The tensor a mixture routes: the first input from outside it of the first
+    operation inside it."""
+    prefix = moe_id + "." if moe_id else ""  # the root: every module
+
+    def inside(module: str | None) -> bool:  # a graph's input is in no module
+        return module is not None and (module + ".").startswith(prefix)
+
+    for op in graph["ops"]:
+        if inside(op["module"]):
+            for i in op["inputs"]:
+                if not inside(ops[i].get("module")):
+                    return i
+    raise ValueError(f"{moe_id or 'the model'} runs no operation on an input")
 
 
 def dims4(out: dict, cp: int) -> tuple[float, float, float, float]:

@@ -15,13 +15,16 @@ for it (``traffic.sent_bytes`` of that call alone):
 A module's marker sums every part below it, so a collapsed block shows its layers'
 total, and ``own`` is the module's own parameters only (what an expanded module's
 header shows; its children show the rest). The root's ``bytes`` is the whole
-model's, at pp = 1 the calculator's ``comm_bytes_per_step["dp"]``.
+model's, at pp = 1 the calculator's ``comm_bytes_per_step["dp"]``. An expert's
+marker is what a rank that holds it sends, over the dp·cp/ep ranks with the same
+experts; above the expert (its mixture, its block) each expert counts 1/ep, as a rank
+of the stage holds E/ep of them.
 """
 
 from __future__ import annotations
 
 from snippets.sizing import traffic
-from snippets.viewer.overlay_bytes import collectives
+from snippets.viewer.overlay_bytes import collectives, share
 
 OF = {"all_reduce": "grads", "reduce_scatter": "grads", "all_gather": "params"}
 WHEN = {
@@ -51,7 +54,7 @@ def dp_markers(graph: dict, d) -> dict[str, dict]:
     the collective's ``name``, the ``group`` size, ``parts`` (summed over the
     subtree), ``bytes`` a rank sends a step (the subtree's), ``own`` (the module's
     own parameters') and ``stages`` (stage → bytes, when a node spans stages)."""
-    parent = {m["id"]: m["parent"] for m in graph["modules"]}
+    mods = {m["id"]: m for m in graph["modules"]}
     found: dict[str, dict] = {}
     for c in collectives(graph, d):
         if c["kind"] != "dp":
@@ -64,18 +67,19 @@ def dp_markers(graph: dict, d) -> dict[str, dict]:
                 {"name": c["name"], "group": c["group"], "parts": {}}
                 | {"bytes": 0.0, "own": 0.0, "stages": {}},
             )
+            part = 1.0 if "expert" in mods[node] else share(mods[c["at"]], d)
             for p in mine:
                 key = p["collective"], p["when"]
                 zeros = dict.fromkeys(SUMMED, 0.0)
                 have = mark["parts"].setdefault(key, p | zeros)
                 for k in SUMMED:
-                    have[k] += p[k]
-            mark["bytes"] += c["bytes"]
+                    have[k] += part * p[k]
+            mark["bytes"] += part * c["bytes"]
             mark["own"] += c["bytes"] if node == c["at"] else 0.0
             mark["stages"][c["stage"]] = (
-                mark["stages"].get(c["stage"], 0.0) + c["bytes"]
+                mark["stages"].get(c["stage"], 0.0) + part * c["bytes"]
             )
-            node = parent.get(node)
+            node = mods[node]["parent"]
     for mark in found.values():
         mark["parts"] = list(mark["parts"].values())
     return found

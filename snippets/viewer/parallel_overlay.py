@@ -8,16 +8,25 @@ before it, L after it) and the sizing calculator's bytes per precision. The byte
 themselves are ``overlay_bytes``'s; the page's script (``docs/assets/viewer/
 overlay.js``) applies the same rules, and the browser test holds the two equal.
 
-For degrees ``Degrees(dp, tp, pp, cp, zero, sp)`` the ranks are laid out tp fastest,
-then cp, pp, dp (rank = ((dp_rank·pp + pp_rank)·cp + cp_rank)·tp + tp_rank), and
-layer i of L runs on PP stage ⌊i·pp/L⌋; what comes before the stack is on stage 0,
-what comes after on stage pp-1.
+For degrees ``Degrees(dp, tp, pp, cp, zero, sp, ep)`` the ranks are laid out tp
+fastest, then cp, pp, dp (rank = ((dp_rank·pp + pp_rank)·cp + cp_rank)·tp + tp_rank),
+and layer i of L runs on PP stage ⌊i·pp/L⌋; what comes before the stack is on stage
+0, what comes after on stage pp-1.
+
+Expert parallelism is folded over data parallelism, as the mesh folds it
+(``snippets.parallel.mesh``): ep divides dp, ep consecutive dp ranks form a group, and
+a rank's place in it is dp_rank mod ep. Of a mixture's E experts (a module the export
+marked ``moe``), EP rank r holds the contiguous block [r·E/ep, (r+1)·E/ep), as
+``ExpertParallelMoE.from_dense`` gives them out. ``annotate`` marks each module of an
+expert with its index (``expert``) and leaves it whole under TP, as the mesh and the
+sizing calculator do: only the experts are cut further, and by EP alone.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from snippets.core.errors import UsageError
 from snippets.sizing import memory
 
 COLUMN = {"q", "k", "v", "qkv", "c_attn", "q_proj", "k_proj", "v_proj", "query", "key"}
@@ -33,6 +42,7 @@ class Degrees:
     cp: int = 1
     zero: int = 0  # ZeRO stage 0-3 over the dp × cp ranks
     sp: bool = False  # sequence parallelism beside tp
+    ep: int = 1  # expert parallelism, folded over dp: ep divides dp
 
 
 def tp_role(module: dict, vocab: int) -> str:
@@ -106,7 +116,55 @@ def annotate(graph: dict) -> dict:
         m["tp"] = tp_role(m, vocab)
         at = firsts.get(m["id"], start if m["id"] else 0)
         m["layer"] = layer(m["id"], at)
+    for moe in mixtures(graph):  # experts: whole on every TP rank, split by EP
+        experts = moe["moe"]["experts"]
+        for i, e in enumerate(experts):
+            for m in graph["modules"]:
+                if m["id"] == e or m["id"].startswith(e + "."):
+                    m["expert"], m["tp"] = {"index": i, "of": len(experts)}, ""
     return graph
+
+
+def mixtures(graph: dict) -> list[dict]:
+    """The modules the export marked as mixtures of experts, in graph order."""
+    return [m for m in graph["modules"] if "moe" in m]
+
+
+def check_ep(d: Degrees) -> None:
+    """A one-line UsageError unless ep divides dp (any model)."""
+    if d.ep < 1 or d.dp % d.ep:
+        raise UsageError(
+            f"ep {d.ep} does not divide dp = {d.dp}: expert parallelism folds over "
+            "data parallelism"
+        )
+
+
+def check_degrees(graph: dict, d: Degrees) -> None:
+    """A one-line UsageError unless the degrees fit the graph's experts."""
+    check_ep(d)
+    found = mixtures(graph)
+    if d.ep > 1 and not found:
+        raise UsageError(f"ep {d.ep} needs a model with experts: this one has none")
+    for m in found:
+        n = len(m["moe"]["experts"])
+        if n % d.ep:
+            raise UsageError(f"ep {d.ep} does not split the {n} experts of {m['id']}")
+
+
+def ep_rank(expert: int, n_experts: int, ep: int) -> int:
+    """The EP rank holding expert i of E: the contiguous blocks of E/ep."""
+    return expert // (n_experts // ep)
+
+
+def ranks_of_ep_rank(s: int, r: int, d: Degrees) -> list[int]:
+    """The ranks of stage s at EP rank r (dp_rank mod ep = r): those holding its
+    experts."""
+    return sorted(
+        ((dp * d.pp + s) * d.cp + c) * d.tp + t
+        for dp in range(r, d.dp, d.ep)
+        for c in range(d.cp)
+        for t in range(d.tp)
+    )
 
 
 def in_stack(op: dict, stack: list[str]) -> bool:

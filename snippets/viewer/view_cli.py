@@ -3,7 +3,9 @@
     python -m snippets view package.module:factory [--input-shape 1,128 |
         --example package.module:inputs] [--input-dtype auto|float32|int64]
         [--method auto|export|fx|modules] [--out DIR] [--open]
+        [--dp N] [--tp N] [--pp N] [--cp N] [--zero 0-3] [--sp] [--ep N]
     python -m snippets view tiny_gpt        # ready-made: the shared GPT
+    python -m snippets view tiny_moe_gpt    # ready-made: the GPT with 4 experts, top-2
     python -m snippets view llama_block     # ready-made: a Llama-style block
 
 ``factory`` is anything that returns an ``nn.Module`` when called with no arguments (a
@@ -13,6 +15,11 @@ of zeros: int64 when the model has an ``nn.Embedding``, else float32, unless
 tensor, a tuple of them, a tuple ending in a dict of keyword arguments (``(src, tgt,
 {"tgt_mask": mask})``), or a function returning one of these. The page and its
 scripts go into ``--out`` (default ``model-view``); the command prints where.
+
+The degrees (``--dp`` … ``--ep``) are the ones the page's overlay opens at, among the
+choices its controls offer. Expert parallelism is folded over data parallelism, so
+``--ep`` must divide ``--dp`` and the experts of each mixture, and needs a model with
+experts; the command then says which EP rank holds which experts.
 
 ``torch.export`` captures the model, else ``torch.fx``; when neither can (a check on a
 tensor's values, as ``nn.Transformer`` makes of a causal mask), the page draws the
@@ -34,15 +41,31 @@ import torch
 from snippets.core.cli import OneLineParser, guarded, positive_int
 from snippets.core.errors import UsageError
 from snippets.viewer.graph_export import export_graph
-from snippets.viewer.parallel_overlay import annotate
+from snippets.viewer.parallel_overlay import (
+    Degrees,
+    annotate,
+    check_degrees,
+    check_ep,
+    ep_rank,
+    mixtures,
+)
 from snippets.viewer.viewer_page import summary, write_page
 
 DESCRIPTION = "Any model, drawn as a page to expand, search and cut."
 READY = {
     "tiny_gpt": ("snippets.viewer.model_viewer:tiny_gpt", "1,16"),
+    "tiny_moe_gpt": ("snippets.viewer.model_viewer:tiny_moe_gpt", "1,16"),
     "llama_block": ("snippets.viewer.llama_block:llama_block", "1,16,32"),
 }
 DTYPES = {"float32": torch.float32, "int64": torch.int64}
+CHOICES = {  # the page's controls offer these (docs/assets/viewer/viewer.js)
+    "dp": (1, 2, 4, 8),
+    "tp": (1, 2, 4, 8),
+    "pp": (1, 2, 3, 4, 8),
+    "cp": (1, 2, 4),
+    "zero": (0, 1, 2, 3),
+    "ep": (1, 2, 4, 8),
+}
 
 
 def shape(text: str) -> tuple[int, ...]:
@@ -117,7 +140,28 @@ def build_parser() -> OneLineParser:
     )
     p.add_argument("--out", default="model-view", help="folder for the page")
     p.add_argument("--open", action="store_true", help="open it in a browser")
+    for name, choices in CHOICES.items():
+        p.add_argument(
+            f"--{name}", type=int, choices=choices, default=choices[0], metavar="N",
+            help=f"the overlay opens at this {name} ({', '.join(map(str, choices))})",
+        )  # fmt: skip
+    p.add_argument("--sp", action="store_true", help="and with sequence parallelism")
     return p
+
+
+def placement(graph: dict, d: Degrees) -> str:
+    """Which EP rank holds which experts, in one sentence."""
+    found = mixtures(graph)
+    parts = []
+    for n in sorted({len(m["moe"]["experts"]) for m in found}):
+        held = [[i for i in range(n) if ep_rank(i, n, d.ep) == r] for r in range(d.ep)]
+        ranges = (f"{e[0]}-{e[-1]}" if len(e) > 1 else f"{e[0]}" for e in held)
+        ranks = ", ".join(f"EP rank {r}: {x}" for r, x in enumerate(ranges))
+        parts.append(f"of {n} experts, {ranks}")
+    return (
+        f"ep {d.ep}, folded over dp {d.dp} (EP rank = dp rank mod {d.ep}), in each "
+        f"of {len(found)} mixtures: " + "; ".join(parts)
+    )
 
 
 def view(argv: list[str] | None = None) -> int:
@@ -131,11 +175,17 @@ def view(argv: list[str] | None = None) -> int:
                 opts.input_shape = shape(default_shape)
         if not opts.example and not opts.input_shape:
             raise UsageError("give an example input: --input-shape or --example")
+        d = Degrees(**{k: getattr(opts, k) for k in (*CHOICES, "sp")})
+        check_ep(d)  # before the export: it may take seconds
         model = build_model(target)
         args, kwargs = example_inputs(opts, model)
         graph = annotate(export_graph(model, args, opts.method, kwargs))
-        index = write_page(graph, Path(opts.out))
+        check_degrees(graph, d)
+        start = {k: int(v) for k, v in d.__dict__.items() if v != getattr(Degrees, k)}
+        index = write_page(graph, Path(opts.out), start)
         print(textwrap.fill(summary(graph), 88))
+        if d.ep > 1:
+            print(textwrap.fill(placement(graph, d), 88))
         if graph.get("level") == "module":
             print(textwrap.fill(f"at module level: no tracer: {graph['why']}", 88))
         print(f"page: {index.resolve()}")

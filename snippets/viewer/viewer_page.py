@@ -1,7 +1,8 @@
 """The viewer's page: a standalone folder that works from file://, or a note's block.
 
-``write_page(graph, out_dir)`` writes ``graph.js`` (``window.MODEL_GRAPH = {...};``: a
-script, not JSON, since a page opened from file:// may not ``fetch``), the scripts and
+``write_page(graph, out_dir, start)`` writes ``graph.js`` (``window.MODEL_GRAPH =
+{...};``: a script, not JSON, since a page opened from file:// may not ``fetch``; and
+the degrees the overlay opens with, ``window.MODEL_VIEW_START``), the scripts and
 styles a site page with a viewer loads (``hooks/page_assets.py`` lists them: the
 viewer's own from ``docs/assets/``, the sizing calculator's formulas for the overlay's
 bytes, dagre's browser build from ``node_modules``, which ``npm ci`` installs) and an
@@ -85,7 +86,7 @@ def source(site_path: str) -> Path:
     return DOCS / site_path
 
 
-def write_page(graph: dict, out_dir: Path) -> Path:
+def write_page(graph: dict, out_dir: Path, start: dict | None = None) -> Path:
     """Write the standalone viewer into ``out_dir``; return its ``index.html``."""
     if not DAGRE.is_file():
         raise UsageError(
@@ -94,8 +95,9 @@ def write_page(graph: dict, out_dir: Path) -> Path:
     scripts, styles = site_assets()
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
+        first = f"window.MODEL_VIEW_START = {inline_json(start)};\n" if start else ""
         (out_dir / "graph.js").write_text(
-            f"window.MODEL_GRAPH = {inline_json(graph)};\n", encoding="utf-8"
+            f"window.MODEL_GRAPH = {inline_json(graph)};\n{first}", encoding="utf-8"
         )
         for site_path in scripts + styles:  # into one flat folder
             shutil.copy2(source(site_path), out_dir / Path(site_path).name)

@@ -1,10 +1,12 @@
-"""The chart specs: valid Vega-Lite, a model in its measurement's colour and dashed, a
-heatmap whose legend names the unit, axes that span only the data, and a palette that
-stays at 3:1 or more against both page backgrounds (WCAG 2's contrast formula). The
-timeline keeps lanes in the order given and kinds in the house palette. The
-interactive charts have one input per setting or slider, their filter keeps exactly
-the picked run's spans (evaluated here on the spec's own data), the winner band is
-the lowest curve. Bad input is refused."""
+"""The chart specs: valid Vega-Lite, a model in its measurement's colour and dashed and
+drawn only over its data, a heatmap whose legend names the unit, axes that span only
+the data with room for the end points, labels and tooltips in their unit, a legend of
+what is drawn, a note at a point the chart draws, and a palette that stays at 3:1 or
+more against both page backgrounds (WCAG 2's contrast formula). The timeline keeps
+lanes in the order given and kinds in the house palette. The interactive charts have
+one input per setting or slider, their filter keeps exactly the picked run's spans
+(evaluated here on the spec's own data), the winner band is the lowest curve. Bad
+input is refused."""
 
 from __future__ import annotations
 
@@ -13,10 +15,12 @@ import re
 
 import jsonschema
 import pytest
+from test_chart_style import label, title_at
 
 from snippets.core import chart_style, charts
-from snippets.core.chart_style import LIGHT, PALETTE
+from snippets.core.chart_style import LIGHT, PAD, PALETTE
 from snippets.core.charts import (
+    Note,
     Slider,
     formula_explorer,
     link_graph,
@@ -40,6 +44,8 @@ def line() -> dict:
         y_label="seconds",
         log_x=True,
         log_y=True,
+        x_unit="B",
+        y_unit="s",
         model_of={"ring (model)": "ring"},
         description="Ring and tree all-reduce time against buffer size.",
     )
@@ -140,17 +146,91 @@ def test_values_show_on_hover_and_the_legend_toggles_series() -> None:
     for enc in encodings(spec):
         assert enc["opacity"]["condition"]["param"] == param["name"]
         assert enc["opacity"]["value"] < 0.5
-        assert [t["field"] for t in enc["tooltip"]] == ["series", "x", "y"]
+        assert [t["field"] for t in enc["tooltip"]] == ["series", "x_text", "y_text"]
 
 
-def test_axes_span_only_the_data() -> None:
+def test_axes_and_tooltips_write_numbers_in_their_unit() -> None:
+    """The byte axis in binary units at powers of two, the time axis in µs and ms at
+    1-3 steps, and the tooltips in the same words."""
+    spec = line()
+    enc = encodings(spec)[0]
+    xs, ys = enc["x"]["axis"], enc["y"]["axis"]
+    assert [label(xs["labelExpr"], v) for v in xs["values"]] == [
+        "8 B", "64 B", "512 B", "4 KiB", "32 KiB", "256 KiB"]  # fmt: skip
+    assert [label(ys["labelExpr"], v) for v in ys["values"]] == [
+        "30 µs", "100 µs", "300 µs", "1 ms"]  # fmt: skip
+    tips = {t["as"]: t["calculate"] for t in spec["layer"][0]["transform"]}
+    at = tips["x_text"].replace("datum.x", "datum.value")
+    assert label(at, 65536) == "64 KiB"
+    assert label(tips["y_text"].replace("datum.y", "datum.value"), 1.5e-3) == "1.5 ms"
+
+
+def test_axes_span_only_the_data_with_room_for_the_end_points() -> None:
     enc = encodings(line())[0]
-    xs = [x for pts in SERIES.values() for x, _ in pts]
-    ys = [y for pts in SERIES.values() for _, y in pts]
+    drawn = [
+        (x, y)
+        for name, pts in SERIES.items()
+        for x, y in pts
+        if name != "ring (model)" or x <= 1 << 20
+    ]  # the model's last is cut
+    xs, ys = [x for x, _ in drawn], [y for _, y in drawn]  # fmt: skip
     for channel, values in (("x", xs), ("y", ys)):
         scale = enc[channel]["scale"]
         assert scale["domain"] == [min(values), max(values)]
         assert scale["nice"] is False and scale["type"] == "log"
+        assert scale["padding"] == PAD >= 6  # a point's radius is 3.4 px
+
+
+def test_a_fit_is_drawn_only_over_the_data_it_models() -> None:
+    series = {
+        "measured": [(8, 1.0), (64, 2.0), (512, 5.0)],
+        "fit": [(1, 0.9), (8, 1.1), (100, 3.0), (512, 5.1), (4096, 40.0)],
+    }
+    spec = charts.line_chart(series, title="t", x_label="x", y_label="y",
+                             model_of={"fit": "measured"})  # fmt: skip
+    fit = [(r["x"], r["y"]) for r in spec["data"]["values"] if r["series"] == "fit"]
+    assert fit == [(8, 1.1), (100, 3.0), (512, 5.1)]
+    assert encodings(spec)[0]["x"]["scale"]["domain"] == [8, 512]
+
+
+def test_the_legend_lists_only_the_series_drawn() -> None:
+    spec = charts.line_chart(
+        {"a": [(1, 1.0), (2, 2.0)], "gone": [(1, float("nan"))], "b": [(1, 3.0)]},
+        title="t", x_label="x", y_label="y",
+    )  # fmt: skip
+    for channel in ("color", "strokeDash"):
+        assert encodings(spec)[0][channel]["scale"]["domain"] == ["a", "b"]
+    colours = encodings(spec)[0]["color"]["scale"]["range"]
+    assert colours == [PALETTE[0], PALETTE[2]]  # b keeps its colour
+
+
+def note_rows(spec: dict) -> list[dict]:
+    """The rows of the layers that draw a note (those with a "text" field)."""
+    return [r for layer in spec["layer"] for r in layer.get("data", {}).get("values",
+            []) if "text" in r]  # fmt: skip
+
+
+def test_a_note_sits_on_a_point_the_chart_draws() -> None:
+    note = Note("ring overtakes here", "ring", 1024)
+    spec = charts.line_chart(SERIES, title="t", x_label="x", y_label="y", log_x=True,
+                             log_y=True, note=note)  # fmt: skip
+    validate(spec)
+    drawn = {(r["series"], r["x"], r["y"]) for r in spec["data"]["values"]}
+    rows = note_rows(spec)
+    assert rows and all((r["series"], r["x"], r["y"]) in drawn for r in rows)
+    assert {(r["x"], r["y"], r["text"]) for r in rows} == {
+        (1024, 3e-5, "ring overtakes here")}  # fmt: skip
+    text = next(layer["mark"] for layer in spec["layer"]
+                if layer["mark"]["type"] == "text")  # fmt: skip
+    assert text["align"] == "left"  # 1024 lies left of the middle: room on the right
+    assert "text" in spec["config"] and "text" in spec["usermeta"]["dark"]
+    with pytest.raises(ValueError, match="no point at x=2048"):
+        charts.line_chart(SERIES, title="t", x_label="x", y_label="y",
+                          note=Note("n", "ring", 2048))  # fmt: skip
+    with pytest.raises(ValueError, match="no point"):
+        charts.line_chart(
+            SERIES, title="t", x_label="x", y_label="y", note=Note("n", "tree", 1024)
+        )  # a point of another series
 
 
 def test_a_linear_axis_does_not_reach_for_zero() -> None:
@@ -176,21 +256,23 @@ def test_the_heatmap_has_a_colour_legend_titled_with_its_unit() -> None:
     assert cells["color"]["type"] == "quantitative"
     assert cells["color"]["scale"]["domain"] == [1.9, 9.5]
     assert "legend" in cells["color"] and cells["color"]["legend"] is not None
-    assert any("GB/s" in line for line in spec["title"])
+    assert title_at(spec["title"]["text"]["expr"], 688) == [
+        "gloo, sender (row) to receiver (column) (GB/s)"]  # fmt: skip
     values = spec["data"]["values"]
     assert len(values) == 6  # the three empty diagonal cells are left out
     assert {"row": "0", "col": "1", "value": 9.5} in values
 
 
-def test_long_titles_wrap_rather_than_clip() -> None:
-    spec = charts.heatmap(
-        [[1.0, 2.0], [3.0, 4.0]],
-        ["a", "b"],
-        title="a title much longer than any phone could show on one line of text",
-        unit="µs",
-    )
-    assert len(spec["title"]) > 1
-    assert all(len(line) <= chart_style.TITLE_WIDTH for line in spec["title"])
+def test_long_titles_wrap_on_a_phone_and_not_on_the_page() -> None:
+    text = "a title much longer than any phone could show on one line of text"
+    spec = charts.heatmap([[1.0, 2.0], [3.0, 4.0]], ["a", "b"], title=text, unit="µs")
+    validate(spec)
+    expr = spec["title"]["text"]["expr"]
+    assert title_at(expr, 688) == [f"{text} (µs)"]
+    phone = title_at(expr, 300)
+    assert len(phone) > 1
+    assert all(len(line) <= chart_style.TITLE_WIDTH for line in phone)
+    assert spec["description"] == f"{text} (µs)"  # no description given: the title
 
 
 def test_text_is_at_least_11_px() -> None:
@@ -224,20 +306,16 @@ def _encodings(node, channel: str) -> list[dict]:
     return []
 
 
-def test_a_log_time_axis_writes_its_unit_so_m_is_never_minutes() -> None:
-    spec = charts.line_chart(
-        {"a": [(1, 1e-4), (10, 1e-2)]},
-        title="t",
-        x_label="bytes",
-        y_label="seconds",
-        log_x=True,
-        log_y=True,
-    )
-    ys, xs = _encodings(spec, "y"), _encodings(spec, "x")
-    assert ys and xs
-    # 1e-3 is labelled "1ms", not "1m"; the byte axis keeps plain SI prefixes (1k, 1M)
-    assert all(e["axis"]["labelExpr"].endswith("+ 's'") for e in ys)
-    assert all(e["axis"]["format"] == "~s" and "labelExpr" not in e["axis"] for e in xs)
+def test_no_axis_or_legend_is_left_to_vegas_default_format() -> None:
+    """Vega's own "~g" writes 10 as "1e+1": every axis has a label expression, every
+    legend of numbers a format without exponents."""
+    for spec in (line(), heat(), timeline_chart(GANTT_SPANS, title="t", x_label="ms")):
+        for channel in ("x", "y"):
+            for enc in _encodings(spec, channel):
+                axis = enc.get("axis") or {}
+                assert not axis or "labelExpr" in axis or enc["type"] != "quantitative"
+    legend = next(e for e in _encodings(heat(), "color") if "legend" in e)["legend"]
+    assert legend["format"] == ",~r"
 
 
 # --- timeline_chart ---
@@ -255,9 +333,42 @@ def test_timeline_is_valid_with_lanes_kinds_and_extent() -> None:
     assert spec["config"] == LIGHT
     enc = spec["encoding"]
     assert enc["y"]["sort"] == ["rank 1", "rank 0"]  # first appearance
-    assert enc["color"]["scale"] == {"domain": ["F", "B", "W"], "range": PALETTE[:3]}
+    # the legend: the kinds drawn (no W here), each in its colour among all the kinds
+    assert enc["color"]["scale"] == {"domain": ["F", "B"], "range": PALETTE[:2]}
     assert enc["x"]["scale"]["domain"] == [0.0, 5.0]
     assert len(spec["data"]["values"]) == 3 and spec["height"] == 40 + 2 * 28
+    with_w = [*GANTT_SPANS[:1], {**GANTT_SPANS[1], "kind": "W"}]
+    spec = timeline_chart(with_w, title="t", x_label="ms", kinds="FBW")
+    assert spec["encoding"]["color"]["scale"] == {
+        "domain": ["F", "W"], "range": [PALETTE[0], PALETTE[2]]}  # fmt: skip
+
+
+def test_a_timeline_note_marks_a_moment_where_a_span_of_its_lane_starts_or_ends():
+    note = Note("rank 0 idle 2 ms", "rank 0", 3)  # B0 starts at 3 on rank 0
+    spec = timeline_chart(GANTT_SPANS, title="t", x_label="time", x_unit="ms",
+                          note=note)  # fmt: skip
+    validate(spec)
+    assert spec["data"]["values"] == timeline_chart(
+        GANTT_SPANS, title="t", x_label="time")["data"]["values"]  # fmt: skip
+    (row,) = {json.dumps(r, sort_keys=True) for r in note_rows(spec)}
+    row = json.loads(row)
+    starts_or_ends = {(s["lane"], t) for s in GANTT_SPANS for t in (s["start"],
+                      s["end"])}  # fmt: skip
+    assert ("rank 0", row["start"]) in starts_or_ends and row["start"] == 3
+    marks = [layer["mark"]["type"] for layer in spec["layer"]]
+    assert marks == ["bar", "rule", "text"]
+    for lane, x in (("rank 0", 2), ("rank 1", 3)):  # no span there
+        with pytest.raises(ValueError, match="starts or ends"):
+            timeline_chart(GANTT_SPANS, title="t", x_label="x", note=Note("n", lane, x))
+
+
+def test_time_axes_and_tooltips_of_a_timeline_are_in_ms_and_s() -> None:
+    spec = timeline_chart(GANTT_SPANS, title="t", x_label="time", x_unit="ms")
+    axis = spec["encoding"]["x"]["axis"]
+    assert [label(axis["labelExpr"], v) for v in (0, 0.5, 250, 1500)] == [
+        "0", "500 µs", "250 ms", "1.5 s"]  # fmt: skip
+    tips = {t["as"]: t["calculate"] for t in spec["transform"]}
+    assert label(tips["end_text"].replace("datum.end", "datum.value"), 5) == "5 ms"
 
 
 @pytest.mark.parametrize(
@@ -309,6 +420,43 @@ def test_picked_timeline_filters_to_the_picked_settings() -> None:
     assert [r["kind"] for r in shown(spec, {"p": 3, "v": 1})] == ["idle"]
     colours = spec["layer"][0]["encoding"]["color"]["scale"]
     assert colours == {"domain": ["F", "idle"], "range": [PALETTE[0], "#808080"]}
+    # a kind no span has (W) is left out of the legend; B keeps its colour
+    spans = [{**SPANS[0], "kind": "B"}, *SPANS[1:]]
+    spec = picked_timeline(
+        spans,
+        settings={"p": [2, 3], "v": [1, 2]},
+        title="t",
+        x_label="ms",
+        kinds=["F", "B", "W", "idle"],
+        idle="idle",
+    )
+    colours = spec["layer"][0]["encoding"]["color"]["scale"]
+    assert colours == {"domain": ["F", "B", "idle"],
+                       "range": [PALETTE[0], PALETTE[1], "#808080"]}  # fmt: skip
+
+
+def legend_at(spec: dict, picked: dict) -> list[str]:
+    """The legend's entries for the picked settings: its ``values`` expression, a
+    table keyed by the picks' places in their radio groups, read here."""
+    expr = spec["layer"][0]["encoding"]["color"]["legend"]["values"]["expr"]
+    table, end = json.JSONDecoder().raw_decode(expr)
+    options = [json.loads(a) for a in re.findall(r"indexof\((\[.*?\]), \w+\)", expr)]
+    names = re.findall(r"indexof\(\[.*?\], (\w+)\)", expr)
+    return table[",".join(str(o.index(picked[n])) for o, n in zip(options, names))]
+
+
+def test_the_picked_timelines_legend_lists_what_the_pick_draws() -> None:
+    spans = [*SPANS, {**SPANS[1], "kind": "W", "label": "W0", "v": 1}]
+    settings = {"p": [2, 3], "v": [1, 2]}
+    spec = picked_timeline(spans, settings=settings, title="t", x_label="ms",
+                           kinds=["F", "W", "idle"], idle="idle")  # fmt: skip
+    for p in (2, 3):
+        for v in (1, 2):
+            drawn = {r["kind"] for r in shown(spec, {"p": p, "v": v})}
+            want = [k for k in ("F", "W", "idle") if k in drawn]
+            assert legend_at(spec, {"p": p, "v": v}) == want, (p, v)
+    assert legend_at(spec, {"p": 2, "v": 1}) == ["F", "W"]  # rank 0's F, the W
+    assert legend_at(spec, {"p": 3, "v": 2}) == []
 
 
 def test_formula_explorer_has_sliders_and_a_band_of_the_lowest_curve() -> None:

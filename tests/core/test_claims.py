@@ -69,3 +69,13 @@ def test_a_paired_ratio_is_ranked_only_where_its_iqr_is_off_1(ratios, says) -> N
     line = c.ratio_sentence(ratios, "a ÷ b", "up", "down")
     assert line.startswith(f"a ÷ b: {c.Spread.of(ratios).text()} (median [IQR] of ")
     assert line.endswith(f"{len(ratios)} rounds); {says}.")
+
+
+@pytest.mark.parametrize(
+    "x, digits, text",
+    [(0.123, 2, "+0.12"), (-0.123, 2, "-0.12"), (-0.004, 2, "0.00"),
+     (0.004, 2, "0.00"), (-0.0, 3, "0.000"), (-0.0004, 3, "0.000"),
+     (-0.0006, 3, "-0.001")],
+)  # fmt: skip
+def test_a_signed_difference_never_reads_minus_zero(x, digits, text) -> None:
+    assert c.signed(x, digits) == text

@@ -224,7 +224,8 @@ def test_a_bad_reads_is_one_line_and_exit_2_before_anything_runs(
 
 def test_the_real_snippets_declare_the_results_they_read() -> None:
     """Any snippet whose code names another's results file (``NAME.json``,
-    ``results/NAME.``) says so in its SPEC, and its producer comes first."""
+    ``results/NAME.``) says so in its SPEC (a snippet may also read what its SPEC
+    declares by looping over it), and its producer comes first."""
     entries = registry.snippets_by_name()
     order = run_order.producers_first(entries)
     for name, entry in entries.items():
@@ -235,7 +236,7 @@ def test_the_real_snippets_declare_the_results_they_read() -> None:
             if other != name
             and re.search(rf"\b{other}\.json\b|results/{other}\.", text)
         }
-        assert named == set(entry.spec.reads), name
+        assert named <= set(entry.spec.reads), name
         assert all(order.index(p) < order.index(name) for p in entry.spec.reads)
     assert entries["cost_model_explorer"].spec.reads == ("cost_model",)
 

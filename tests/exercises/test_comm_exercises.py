@@ -3,6 +3,8 @@ solutions fail, each with the message that names its mistake."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from grading import graded_fixture, solution_file, wrong  # noqa: F401
 
@@ -49,3 +51,87 @@ def test_a_deadlocked_ring_is_stopped_and_each_rank_says_where_it_waited(
     for rank, left in ((0, 2), (1, 0), (2, 1)):
         assert f"rank {rank} waited on recv from rank {left}" in out, out
     assert "line 12, in ring_allreduce: dist.recv(" in out
+
+
+BUILT_FROM_SEND_AND_RECV = (
+    "ring_pass",
+    "tree_broadcast",
+    "all_gather",
+    "reduce_scatter",
+    "all_to_all_single",
+    "naive_allreduce",
+)
+
+
+@pytest.mark.parametrize("name", BUILT_FROM_SEND_AND_RECV)
+def test_the_projects_own_passes_at_three_and_four_ranks(graded, name) -> None:
+    code, out = graded(name, solution_file(exercise(name)))
+    assert code == 0, out
+    assert "on 4 ranks" in out and "on 3 ranks" in out
+    assert "FAIL" not in out
+
+
+@pytest.mark.parametrize("name", BUILT_FROM_SEND_AND_RECV)
+def test_each_untouched_stub_fails_with_exit_1(graded, tmp_path, name) -> None:
+    stub = tmp_path / f"{name}.py"
+    stub.write_text(grader.stub(exercise(name), "check"), encoding="utf-8")
+    code, out = graded(name, stub, "-n", "3")
+    assert code == 1, out
+    assert "NotImplementedError" in out
+
+
+@pytest.mark.parametrize(
+    "name, mistake, ranks, says",
+    [
+        ("ring_pass", "left", 3, "send right, receive from the left"),
+        ("ring_pass", "global_ranks", 4, "it is global rank 3's tensor"),
+        ("ring_pass", "strided", 3, "input tensor has to be contiguous"),
+        ("ring_pass", "waits", 3, "start_pass waited on isend to rank 1"),
+        ("tree_broadcast", "fan_out", 4, "rank 3 sends 3 messages; in a tree"),
+        ("tree_broadcast", "root_zero", 3, "hint: the tensor is this rank's own"),
+        ("tree_broadcast", "chain", 4, "the tree is 3 deep"),
+        ("all_gather", "own_piece", 3, "hint: piece 0, this rank's own, is empty"),
+        ("all_gather", "direct", 3, "receive only from rank 2: its neighbours"),
+        ("reduce_scatter", "averaged", 3, "hint: each element is the sum ÷ p"),
+        ("reduce_scatter", "next_piece", 3, "hint: it is piece 1's result"),
+        ("all_to_all_single", "builtin", 3, "distributed.all_to_all_single: this"),
+        ("all_to_all_single", "own_block", 3, "hint: block 0, this rank's own"),
+        ("all_to_all_single", "empty_sends", 3, "an empty block sends nothing"),
+        ("naive_allreduce", "everyone", 3, "talks only to the root"),
+        ("naive_allreduce", "root_left_out", 3, "hint: the sum leaves out the root's"),
+    ],
+)
+def test_known_wrong_solutions_are_rejected_naming_the_mistake(
+    graded, name, mistake, ranks, says
+) -> None:
+    code, out = graded(name, wrong(f"{name}_{mistake}"), "-n", str(ranks))
+    assert code == 1, out
+    assert says in out, out
+
+
+def test_a_ring_pass_of_blocking_sends_deadlocks_on_gloo_and_says_where(
+    graded,
+) -> None:
+    file = wrong("ring_pass_blocking")
+    code, out = graded("ring_pass", file, "-n", "3", "--timeout", "2")
+    assert code == 1, out
+    for rank, right in ((0, 1), (1, 2), (2, 0)):
+        assert f"rank {rank} waited on send to rank {right}" in out, out
+    assert "line 11, in start_pass: dist.send(" in out
+
+
+def test_a_rank_that_only_saw_its_peer_go_is_not_named_for_the_stop(tmp_path) -> None:
+    echo = "it raised RuntimeError: [pair.cc:553] Connection closed by peer [::1]:1"
+    states = {
+        0: {"failure": echo, "wait": "recv from rank 2 at line 12"},
+        1: {"failure": "it waited past the 2 s timeout", "wait": "recv from rank 0"},
+        2: {"failure": None, "wait": "recv from rank 1"},
+    }
+    for rank, s in states.items():
+        case = {"title": "SUM", "failure": s["failure"], "detail": [], "stopped": True}
+        state = {"cases": [case], "wait": s["wait"]}
+        (tmp_path / f"rank{rank}.json").write_text(json.dumps(state))
+    outcome = grader._merge(str(tmp_path), 3)
+    assert outcome.cases[0]["rank"] == 1
+    assert outcome.stopped == "it waited past the 2 s timeout"
+    assert sorted(outcome.waits) == [0, 1, 2]

@@ -1,7 +1,8 @@
 """The roofline's counts against independent ones: a matmul's FLOPs against torch's
 FlopCounterMode, its intensity by hand; the record's peak and bandwidth are the best of
-its own tables; the command line refuses bad sizes and unknown dtypes in one line; on a
-GPU, bf16 tensor cores beat fp32 without TF32."""
+its own tables; the chart's note sits at the knee on the roof; the command line refuses
+bad sizes and unknown dtypes in one line; on a GPU, bf16 tensor cores beat fp32 without
+TF32."""
 
 from __future__ import annotations
 
@@ -55,6 +56,20 @@ def test_the_record_is_the_best_of_its_own_tables() -> None:
     for r in mm:
         below = r["FLOP/byte"] < result["knee_flop_per_byte"]
         assert r["bound"] == ("memory" if below else "compute")
+
+
+def test_the_chart_notes_the_knee_on_the_roof() -> None:
+    record = {"peak_matmul_flops": 1e11, "bandwidth_bytes_per_s": 1e10,
+              "knee_flop_per_byte": 10.0}  # fmt: skip
+    matmuls = [{"intensity": i, "median": f, "dtype": "fp32"}
+               for i, f in ((2.0, 1.5e10), (50.0, 8e10))]  # fmt: skip
+    spec = R.figures(record, matmuls)["roofline"]
+    notes = [r for layer in spec["layer"] for r in layer.get("data", {}).get(
+        "values", []) if "text" in r]  # fmt: skip
+    # at the knee, bandwidth × I = 1e10 × 10 = the peak, 100 GFLOP/s
+    assert {(r["x"], r["y"], r["text"]) for r in notes} == {
+        (10.0, 100.0, "knee: 10.0 FLOP/byte")}  # fmt: skip
+    assert all(r["series"].startswith("roofline") for r in notes)
 
 
 def test_json_has_the_public_names() -> None:

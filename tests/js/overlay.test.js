@@ -1,6 +1,7 @@
 // docs/assets/viewer/overlay.js against snippets/viewer/'s parallel_overlay.py,
 // overlay_bytes.py and overlay_dp.py: stages, the rank grid, what each rank holds,
-// every collective and its bytes, the bytes per rank and the DP markers.
+// every collective and its bytes, the bytes per rank and the DP markers; which EP
+// rank holds each expert, and the degrees refused, with the Python's line.
 "use strict";
 const assert = require("node:assert/strict");
 const { test } = require("node:test");
@@ -16,6 +17,25 @@ test("stage: layer i of n on stage floor(i·pp/n), before and after the stack", 
 test("ranksOfStage: tp fastest, then cp, pp, dp", () => {
   for (const c of G.ranks_of_stage) {
     assert.deepEqual(O.ranksOfStage(...c.args), c.want, JSON.stringify(c.args));
+  }
+});
+
+test("epRank: contiguous blocks of E/ep experts", () => {
+  for (const c of G.ep_rank) assert.equal(O.epRank(...c.args), c.want, `${c.args}`);
+});
+
+test("ranksOfEpRank: the stage's ranks whose dp rank mod ep is r", () => {
+  for (const c of G.ranks_of_ep_rank) {
+    assert.deepEqual(O.ranksOfEpRank(...c.args), c.want, JSON.stringify(c.args));
+  }
+});
+
+test("checkDegrees: ep divides dp and the experts, else the Python's line", () => {
+  assert.ok(G.check_degrees.some((c) => c.want) && G.check_degrees.some((c) => !c.want));
+  for (const c of G.check_degrees) {
+    const g = G.graphs[c.graph], where = `${c.graph} ${JSON.stringify(c.degrees)}`;
+    assert.equal(O.checkDegrees(g, c.degrees), c.want, where);
+    if (c.want) assert.throws(() => O.collectives(g, c.degrees), { message: c.want });
   }
 });
 

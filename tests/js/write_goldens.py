@@ -24,6 +24,7 @@ from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 from snippets.__main__ import main as cli_main
+from snippets.core.errors import UsageError
 from snippets.sizing import (
     activations,
     flops,
@@ -279,7 +280,18 @@ OTHERS = """
 --layers 5 --hidden 96 --heads 3 --vocab 1001 --seq 77 --experts 6 --top-k 2 \
  --expert-ffn 51 --shared-experts 2 --tp 3 --dp 3 --ep 3 --zero 2
 --preset deepseek-v3 --experts 8 --top-k 8 --dp 4 --ep 2 --precision fp32
-"""  # custom shapes, odd sizes, bare counts, a preset's shape overridden
+--preset llama3-8b --micro-batch 100000
+--preset llama3-8b --dp 4 --zero 3 --micro-batch 64
+--preset deepseek-v3 --dp 8 --ep 8 --zero 3
+--params 2e10 --seq 8
+--preset gpt2-124m --dp 1000000
+--preset gpt2-124m --dp 1048576 --cp 1
+--preset tiny-gpt --cp 16 --dp 65536
+--preset gpt2-124m --efficiency 0.0001
+--layers 1024 --hidden 8192 --heads 64 --vocab 50 --seq 4096 --pp 1024
+--preset gpt2-124m --dp 4096 --overlap 1 --zero 3
+"""  # custom shapes, odd sizes, bare counts, a preset's shape overridden; absurd
+# answers that say why (memory beyond every GPU, MFU 0.0%), ZeRO-3's held count
 REFUSED = """
 --preset llama3-8b --tp 3
 --preset gpt2-124m --dp 2 --gpus 7
@@ -321,6 +333,10 @@ REFUSED = """
 --params 7e9 --seq 2048 --dp 2 --ep 2
 --preset mixtral-8x7b --moe-every 0
 --preset mixtral-8x7b --dense-layers -1
+--preset llama3-8b --dp 1000000000
+--preset gpt2-124m --cp 1048577
+--preset llama3-8b --dp 1024 --tp 8 --pp 256
+--preset gpt2-124m --dp 1048576 --gpus 1048577
 """  # each impossible: argparse's refusals and estimate()'s
 
 
@@ -348,17 +364,21 @@ def cli_cases() -> list[dict]:
 
 
 def overlay_graphs() -> dict[str, dict]:
-    """The two graphs the notes' viewers draw: the tiny GPT (a tied head) and the
-    Llama-style block (grouped-query attention, a SwiGLU MLP)."""
+    """The graphs the notes' viewers draw: the tiny GPT (a tied head), the
+    Llama-style block (grouped-query attention, a SwiGLU MLP) and the tiny GPT with
+    mixtures of experts (drawn at module level: the router's branch stops tracers)."""
     from snippets.viewer.graph_export import export_graph
     from snippets.viewer.llama_block import inputs, llama_block
-    from snippets.viewer.model_viewer import tiny_gpt, tiny_gpt_inputs
+    from snippets.viewer.model_viewer import tiny_gpt, tiny_gpt_inputs, tiny_moe_gpt
 
     return {
         "tiny-gpt": parallel_overlay.annotate(
             export_graph(tiny_gpt(), tiny_gpt_inputs())
         ),
         "llama-block": parallel_overlay.annotate(export_graph(llama_block(), inputs())),
+        "tiny-moe-gpt": parallel_overlay.annotate(
+            export_graph(tiny_moe_gpt(), tiny_gpt_inputs())
+        ),
     }
 
 
@@ -376,6 +396,24 @@ DEGREES = [  # the notes' own, each ZeRO stage, odd degrees
     Degrees(dp=2, cp=3, zero=1),
     Degrees(pp=5, tp=1, zero=0),
 ]
+EP_DEGREES = [  # the mixture's: EP folded over DP, beside each other parallelism
+    Degrees(dp=2, ep=2),
+    Degrees(dp=4, tp=2, zero=1, ep=2),
+    Degrees(dp=4, tp=2, zero=3, sp=True, ep=4),
+    Degrees(dp=8, tp=2, pp=2, zero=2, ep=4),
+    Degrees(dp=2, cp=2, zero=3, ep=2),
+    Degrees(dp=6, pp=3, zero=1, ep=2),
+]
+REFUSED_DEGREES = [  # (graph, degrees): each refused, or "" for one that fits
+    ("tiny-moe-gpt", Degrees(dp=2, ep=4)),
+    ("tiny-moe-gpt", Degrees(dp=6, ep=3)),
+    ("tiny-moe-gpt", Degrees(dp=3, ep=2)),
+    ("tiny-moe-gpt", Degrees(dp=1, ep=2)),
+    ("tiny-gpt", Degrees(dp=2, ep=2)),
+    ("tiny-moe-gpt", Degrees(dp=8, ep=8)),
+    ("tiny-moe-gpt", Degrees(dp=4, ep=4)),
+    ("tiny-gpt", Degrees(dp=2)),
+]
 
 
 def jsonable(found):
@@ -383,10 +421,19 @@ def jsonable(found):
     return json.loads(json.dumps(found))
 
 
+def refusal(graph: dict, d: Degrees) -> str:
+    """check_degrees's one line, or "" when the degrees fit."""
+    try:
+        parallel_overlay.check_degrees(graph, d)
+    except UsageError as exc:
+        return str(exc)
+    return ""
+
+
 def overlay_cases() -> dict:
     graphs, cases = overlay_graphs(), []
     for name, graph in graphs.items():
-        for d in DEGREES:
+        for d in DEGREES + (EP_DEGREES if name == "tiny-moe-gpt" else []):
             cases.append(
                 {
                     "graph": name,
@@ -411,7 +458,30 @@ def overlay_cases() -> dict:
         for d in DEGREES
         for s in range(d.pp)
     ]
-    return {"graphs": graphs, "cases": cases, "stage": stages, "ranks_of_stage": ranks}
+    ep_ranks = [
+        {"args": [s, r, d.__dict__], "want": parallel_overlay.ranks_of_ep_rank(s, r, d)}
+        for d in EP_DEGREES
+        for s in range(d.pp)
+        for r in range(d.ep)
+    ]
+    placed = [
+        {"args": [i, n, ep], "want": parallel_overlay.ep_rank(i, n, ep)}
+        for n, ep in ((4, 1), (4, 2), (4, 4), (6, 3), (8, 2), (256, 64))
+        for i in range(n)
+    ]
+    checks = [
+        {"graph": name, "degrees": d.__dict__, "want": refusal(graphs[name], d)}
+        for name, d in REFUSED_DEGREES
+    ]
+    return {
+        "graphs": graphs,
+        "cases": cases,
+        "stage": stages,
+        "ranks_of_stage": ranks,
+        "ranks_of_ep_rank": ep_ranks,
+        "ep_rank": placed,
+        "check_degrees": checks,
+    }
 
 
 def write(out: Path) -> None:

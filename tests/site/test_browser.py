@@ -1,7 +1,8 @@
 """The built site in a real browser with every other host unreachable: math and
 diagrams are there before any script runs, search answers, code fits its block, charts
-draw, answer the mouse and stay legible on a phone in both schemes, and no page even
-tries to fetch elsewhere."""
+draw, answer the mouse, write bytes and times in their units with titles on one line,
+and stay legible on a phone in both schemes, and no page even tries to fetch
+elsewhere."""
 
 from __future__ import annotations
 
@@ -292,6 +293,52 @@ def test_chart_text_is_at_least_10_px_and_unclipped_on_a_phone(
         assert page.evaluate("document.documentElement.scrollWidth") <= 390, where
     assert not small, "\n".join(small[:20])
     assert not clipped, "text outside its chart:\n" + "\n".join(clipped[:20])
+
+
+# Per chart: each axis's title and its labels as drawn (those not hidden for overlap),
+# the legends' labels as one more "axis", and the lines of the chart's title.
+AXES_AND_TITLE = """() => [...document.querySelectorAll('figure.cp-chart svg')]
+.map(svg => {
+  const shown = t => t.textContent && t.getAttribute('opacity') !== '0';
+  const axes = [...svg.querySelectorAll('.role-axis')].map(axis => [
+    [...axis.querySelectorAll('.role-axis-title text')].map(t => t.textContent).join(),
+    [...axis.querySelectorAll('.role-axis-label text')].filter(shown)
+      .map(t => t.textContent)]);
+  axes.push(['legend', [...svg.querySelectorAll('.role-legend-label text')]
+    .map(t => t.textContent)]);
+  const title = svg.querySelector('.role-title-text text');
+  const spans = title ? [...title.querySelectorAll('tspan')] : [];
+  const lines = spans.length ? spans.map(t => t.textContent) : [title?.textContent];
+  return [axes, lines];
+})"""
+BYTES = re.compile(r"^\d+(\.\d+)? (B|KiB|MiB|GiB|TiB)$")
+TIMES = re.compile(r"^(0|\d+(\.\d+)? (ns|µs|ms|s))$")
+
+
+def test_axes_write_bytes_and_times_in_units_and_titles_keep_to_one_line(
+    page, served, built_site
+) -> None:
+    """On the page's width no chart's title wraps and no axis label is in "1e+1"
+    notation; the latency note has an axis of bytes (64 KiB) and one of times (1 ms)."""
+    wrapped, exponents, kinds = [], [], {}
+    for html in chart_pages(built_site):
+        url = url_of(served, built_site, html)
+        page.goto(url)
+        wait_for_charts(page)
+        for i, (axes, lines) in enumerate(page.evaluate(AXES_AND_TITLE)):
+            where = f"{html.parent.relative_to(built_site)} chart {i}"
+            if len(lines) > 1:
+                wrapped.append(f"{where}: {lines}")
+            for title, labels in axes:
+                exponents += [f"{where} {title!r}: {t!r}" for t in labels if "e+" in t]
+                for kind, pattern in (("bytes", BYTES), ("times", TIMES)):
+                    if labels and all(pattern.match(t) for t in labels):
+                        kinds.setdefault(url, set()).add(kind)
+    assert not wrapped, "titles that wrap on the page:\n" + "\n".join(wrapped)
+    assert not exponents, "labels in e-notation:\n" + "\n".join(exponents)
+    latency = note_url(served, built_site, "Ping-pong between two ranks")
+    assert kinds.get(latency) == {"bytes", "times"}, kinds
+    assert not page.foreign and not page.errors, (page.foreign, page.errors)
 
 
 def luminance(rgb: str) -> float:

@@ -104,3 +104,53 @@ def test_scrolling_tables_take_keyboard_focus(open_page, served, built_site) -> 
         assert scroller.evaluate("e => e.scrollLeft") > 0
         return
     pytest.fail("no table scrolls sideways on a phone")
+
+
+def test_home_first_screen_on_a_phone_says_what_and_where_to_start(
+    open_page, served, built_site
+) -> None:
+    """At 390 × 844 (a phone), before any scrolling: one line saying what the site
+    is, and the link to the first note of the first series."""
+    page = open_page(width=390)
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(served)
+    start = page.locator("a.cp-start")
+    assert start.count() == 1
+    box = start.bounding_box()
+    assert box and 0 <= box["y"] and box["y"] + box["height"] <= 844, box
+    lead = page.locator("article h1 + p").first
+    what = lead.bounding_box()
+    assert what and what["y"] + what["height"] <= box["y"], (what, box)
+    assert "notes" in lead.inner_text().lower() and lead.inner_text().count(".") == 1
+    start.click()
+    page.wait_for_load_state()
+    assert "Part 1 of" in page.locator("p.cp-part").first.inner_text()
+    assert not page.foreign and not page.errors, (page.foreign, page.errors)
+
+
+def search(page, served: str, words: str) -> list[tuple[str, str]]:
+    """(title, preview text) of each search result article for ``words``."""
+    page.goto(served)
+    page.click("input.md-search__input")
+    page.keyboard.type(words)
+    page.wait_for_selector(".md-search-result__item", timeout=20000)
+    found = []
+    for article in page.locator(".md-search-result__article").all():
+        title = article.locator("h1, h2").first.inner_text().strip()
+        found.append((title, article.inner_text().replace(title, "", 1).strip()))
+    return found
+
+
+def test_search_previews_are_never_a_code_block_and_tags_has_one(
+    open_page, served
+) -> None:
+    page = open_page()
+    tags = search(page, served, "tags")
+    assert ("Tags", "") not in tags
+    assert any(t == "Tags" and "tag" in text for t, text in tags), tags
+    for words in ("make serve snippets", "python snippets run"):
+        results = search(page, served, words)
+        assert results, words
+        blocks = page.locator(".md-search-result__article pre")
+        assert blocks.count() == 0, blocks.all_inner_texts()[:3]
+    assert not page.foreign and not page.errors, (page.foreign, page.errors)

@@ -20,6 +20,7 @@ EVERY_MARKER = (
     '<figure class="cp-chart"></figure><figure class="cp-player"></figure>'
     '<figure class="cp-viewer"></figure><figure class="cp-sizing" id="calculator">'
     '</figure><span class="arithmatex"><span class="katex">x</span></span>'
+    '<form class="cp-predict"></form>'
 )
 
 

@@ -711,3 +711,68 @@ def test_notes_of_one_day_get_distinct_times_in_reading_order(
         seq = [when[title] for title in titles if title in when]
         same_day = [(a, b) for a, b in zip(seq, seq[1:]) if a[:3] == b[:3]]
         assert all(a < b for a, b in same_day), same_day
+
+
+def allowed_series() -> list[str]:
+    """mkdocs.yml's categories_allowed, read as lines (the file holds !ENV tags)."""
+    lines = (REPO / "mkdocs.yml").read_text(encoding="utf-8").splitlines()
+    start = next(i for i, ln in enumerate(lines) if "categories_allowed:" in ln)
+    found, indent = [], len(lines[start + 1]) - len(lines[start + 1].lstrip())
+    for line in lines[start + 1 :]:
+        if len(line) - len(line.lstrip()) != indent or not line.strip().startswith(
+            "- "
+        ):
+            break
+        found.append(line.strip()[2:])
+    return found
+
+
+def first_series() -> str:
+    """The series whose first note was written first: the home page starts there."""
+    first = {
+        s: min(front_matter(p)["date"] for p in ps) for s, ps in series_posts().items()
+    }
+    return min(first, key=lambda s: (first[s], s))
+
+
+def test_home_page_lists_each_series_once_with_its_count_and_a_start(
+    built_site: Path,
+) -> None:
+    home = (built_site / "index.html").read_text(encoding="utf-8")
+    text = re.sub(r"<[^>]+>", "", home)
+    assert sorted(series_posts()) == sorted(allowed_series())
+    for series, posts in series_posts().items():
+        n = len(posts)
+        counted = f"{series}, {n} note{'s' if n != 1 else ''}."
+        assert text.count(counted) == 1, counted
+        assert home.count(f"<strong>{series}</strong>") == 1, series
+    typed = r"\b(\d+|one|two|three|four|five|six|seven|eight|nine) notes?\b"
+    source = (REPO / "docs" / "index.md").read_text(encoding="utf-8")
+    assert not re.search(typed, source, re.I), "the home page types a count"
+    starts = re.findall(r'<a class="[^"]*\bcp-start\b[^"]*" href="([^"]+)"', home)
+    starts += re.findall(r'<a href="([^"]+)" class="[^"]*\bcp-start\b', home)
+    assert len(starts) == 1, starts
+    first = series_posts()[first_series()][0]
+    target = (built_site / starts[0]).resolve()
+    assert target == built_page(built_site, first).parent.resolve()
+
+
+def test_search_previews_are_text_never_empty_and_never_a_code_block(
+    built_site: Path,
+) -> None:
+    """A result's preview is its document's text: none is empty, none holds a code
+    block (a note's or a notebook cell's), and the tags page has its paragraph."""
+    index = json.loads((built_site / "search" / "search_index.json").read_text("utf-8"))
+    docs = index["docs"]
+    empty = [d["location"] for d in docs if not d["text"].strip()]
+    assert not empty, empty
+    blocks = [d["location"] for d in docs if "<pre" in d["text"]]
+    assert not blocks, blocks
+    tags = [d for d in docs if d["location"].startswith("tags/")]
+    assert [d["location"] for d in tags] == ["tags/"]
+    assert tags[0]["text"].startswith("<p>Every tag a note carries")
+    for post in POSTS:
+        for tag in front_matter(post).get("tags") or []:
+            assert tag in tags[0]["text"], tag
+    home = next(d for d in docs if d["location"] == "#run-it-yourself")
+    assert "make serve" in home["text"] and "installs, runs" not in home["text"]

@@ -1,9 +1,13 @@
 """The sizing calculator in the built site, in Chromium, with every other host refused:
 on random configurations (seeded) the page shows what ``python -m snippets size
---json`` prints, to 1e-9 relative, and the command's own one line where it refuses;
-its link restores the configuration; the keyboard drives it; it fits a phone and
-takes the page's colours in both schemes. One page load for the random sweep: each
-configuration goes in through ``cpSizing.apply(argv)``, which sets the form."""
+--json`` prints, to 1e-9 relative, its warnings word for word, and where the command
+refuses, its one line beside the fields it names; its link restores the
+configuration; the keyboard drives it; the results stay in view while a field
+changes, at 1280×900 and on a 390 px phone; a field the command refuses is marked
+and nothing is recomputed until it is fixed (the figures say they are stale); it
+fits a phone and takes the page's colours in both schemes. One page load for the
+random sweep: each configuration goes in through ``cpSizing.apply(argv)``, which
+sets the form."""
 
 from __future__ import annotations
 
@@ -32,8 +36,12 @@ READ_PAGE = """() => {
     .querySelectorAll('.cp-sizing__seg')];
   const parts = (i) => Object.fromEntries(segs(i).map(s => [s.dataset.part,
     Number(s.dataset.value)]));
+  const why = Object.fromEntries([...fig.querySelectorAll('.cp-sizing__why')]
+    .map(e => [e.dataset.warning, e.textContent]));
   return {error: fig.querySelector('.cp-sizing__error').hidden ? null
             : fig.querySelector('.cp-sizing__error').textContent,
+          stale: fig.querySelector('.cp-sizing__results').dataset.stale === 'true',
+          why: why, held: value('dd[data-key=params_held_per_gpu]'),
           tokens: value('dd[data-key=tokens_per_s]'), mfu: value('dd[data-key=mfu]'),
           step: value('dd[data-key=step_time_s]'),
           fits: fig.querySelector('dd[data-key=fits]').dataset.fits === 'true',
@@ -173,10 +181,16 @@ def test_page_equals_the_cli_on_random_configurations(
     for (argv, found, line), (js, read) in zip(cases, shown):
         where = " ".join(argv)
         assert js["argv"] == argv, where  # the form holds exactly this configuration
-        assert js["error"] == line and read["error"] == line, (where, js["error"], line)
-        if found is None:
+        assert js["error"] == line, (where, js["error"], line)
+        assert read["stale"] == (line is not None), where
+        if found is None:  # the page's words: not recomputed, no "(see --help)"
+            assert read["error"].startswith("Not recomputed. "), where
+            assert "(see --help)" not in read["error"] and "error:" not in read["error"]
             continue
+        assert read["error"] is None, where
         assert_close(js["result"], found, where)
+        assert read["why"] == found["warnings"], where
+        assert read["held"] == pytest.approx(found["params_held_per_gpu"], rel=1e-9)
         for key, value in (
             ("tokens", "tokens_per_s"),
             ("mfu", "mfu"),
@@ -245,11 +259,207 @@ def test_link_restores_keyboard_drives_and_bad_input_says_the_cli_line(
     bad = page.evaluate("() => cpSizing.last()")
     found, line = cli(bad["argv"])
     assert found is None and line.startswith("error: --heads 64 is not divisible")
-    error = page.locator(".cp-sizing__error")
-    assert error.is_visible() and error.inner_text() == line
+    # beside the tp field, the command's line without "error: " and its flags'
+    # dashes (tp and heads are the fields' names); the preset's heads are not marked
+    assert field_state(page, "tp") == (True, line.removeprefix("error: ").replace(
+        "--", ""))  # fmt: skip
+    assert field_state(page, "heads") == (False, None)
     check_colours(page, "slate")
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     assert not page.foreign and not page.errors, (page.foreign, page.errors)
+
+
+# Is each part in the window, below Material's 48 px header, and not covered?
+IN_VIEW = """sels => sels.map(sel => {
+  const e = document.querySelector(`figure.cp-sizing ${sel}`);
+  const r = e.getBoundingClientRect();
+  const on = document.elementFromPoint(r.left + 8, (r.top + r.bottom) / 2);
+  return r.height > 0 && r.top >= 48 && r.bottom <= innerHeight && e.contains(on);
+})"""
+CHANGES = [  # top to bottom of the form: (field, value)
+    ("seq", "4096"), ("micro-batch", "2"), ("dp", "4"), ("zero", "1"),
+    ("recompute", "full"), ("precision", "fp32"), ("gpu", "h200"),
+    ("efficiency", "0.4"), ("overlap", "0.5"),
+]  # fmt: skip
+
+
+def summary_line(r: dict) -> str:
+    """The summary the page heads its results with, in Python's formatting."""
+    fits = "fits" if r["fits"] else "does not fit"
+    return (
+        f"{r['memory_bytes']['total'] / 1e9:,.2f} GB a GPU, {fits}; "
+        f"{r['tokens_per_s']:,.0f} tokens/s; MFU {r['mfu']:.1%}"
+    )
+
+
+def type_into(page, name: str, value: str) -> None:
+    """As a reader does: focus the field (the page scrolls to it), then type."""
+    field = f"figure.cp-sizing [name={name}]"
+    page.focus(field)
+    assert page.evaluate(IN_VIEW, [f"[name={name}]"]) == [True], name  # not covered
+    if page.evaluate(f"document.querySelector('{field}').tagName") == "SELECT":
+        page.select_option(field, value)
+    else:
+        page.keyboard.press("Control+A")
+        page.keyboard.type(value)
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_results_stay_in_view_while_a_field_changes(
+    open_page,  # noqa: F811
+    served,  # noqa: F811
+    built_site,
+    width: int,
+) -> None:
+    """Side by side at 1280×900 (the figures in view); on a phone the summary, stuck
+    under the header. Each change is the CLI's answer, seen as it is typed."""
+    page = open_page(width=width)
+    page.goto(sizing_url(served, built_site) + "#calculator")
+    page.wait_for_function("() => window.cpSizing && window.cpSizing.last().result")
+    tops = []
+    for name, value in CHANGES:
+        type_into(page, name, value)
+        shown = page.evaluate("() => cpSizing.last()")
+        found, line = cli(shown["argv"])
+        at = shown["argv"].index(f"--{name}")
+        assert line is None and shown["argv"][at + 1] == value, shown
+        assert_close(shown["result"], found, name)
+        parts = [".cp-sizing__summary"]
+        if width == 1280:  # beside the form: the figures themselves
+            parts += ["dd[data-key=fits]", "dd[data-key=mfu]", ".cp-sizing__bar"]
+        assert all(page.evaluate(IN_VIEW, parts)), (width, name)
+        assert page.inner_text(".cp-sizing__summary") == summary_line(found), name
+        tops.append(page.evaluate("scrollY"))
+    assert tops[-1] - tops[0] > 500  # the form did scroll by: the test means it
+    assert not page.foreign and not page.errors, (page.foreign, page.errors)
+
+
+FIGURES = ("tokens", "mfu", "step", "fits", "memory", "time", "held")
+
+
+def test_a_refused_field_is_marked_and_nothing_is_recomputed(
+    open_page,  # noqa: F811
+    served,  # noqa: F811
+    built_site,
+) -> None:
+    argv = "--preset llama3-8b --dp 8 --zero 3".split()
+    page = open_page(width=1280)
+    page.goto(sizing_url(served, built_site) + query(argv) + "#calculator")
+    page.wait_for_function("() => window.cpSizing && window.cpSizing.last().result")
+    before = page.evaluate(READ_PAGE)
+    assert not before["stale"] and before["error"] is None
+
+    type_into(page, "tp", "3")  # 32 heads do not split 3 ways
+    now = page.evaluate("() => cpSizing.last()")
+    assert now["result"] is None
+    assert (
+        now["error"]
+        == cli(now["argv"])[1]
+        == ("error: --heads 32 is not divisible by --tp 3")
+    )
+    assert field_state(page, "tp") == (True, "heads 32 is not divisible by tp 3")
+    assert field_state(page, "heads") == (False, None)  # the preset's, not given
+    stale = page.evaluate(READ_PAGE)
+    assert stale["stale"] and stale["error"] == (
+        "Not recomputed. tp: heads 32 is not divisible by tp 3. The figures below "
+        "are stale: they are the last valid configuration's."
+    )
+    assert {k: stale[k] for k in FIGURES} == {k: before[k] for k in FIGURES}
+    dimmed = "getComputedStyle(document.querySelector('.cp-sizing__results')).opacity"
+    assert float(page.evaluate(dimmed)) < 0.5
+    assert page.inner_text(".cp-sizing__summary") == (
+        "Not recomputed: fix tp; the figures are stale"
+    )
+
+    type_into(page, "zero", "1")  # a valid change while tp is refused: still nothing
+    now = page.evaluate("() => cpSizing.last()")
+    assert now["result"] is None and "--zero" in now["argv"]
+    assert now["argv"][now["argv"].index("--zero") + 1] == "1"
+    again = page.evaluate(READ_PAGE)
+    assert {k: again[k] for k in FIGURES} == {k: before[k] for k in FIGURES}
+
+    type_into(page, "tp", "2x")  # a number box would read this as empty: tp 1
+    line = cli(page.evaluate("() => cpSizing.last()")["argv"])[1]
+    assert (
+        line == "error: argument --tp: expected a whole number, got '2x' (see --help)"
+    )
+    assert field_state(page, "tp") == (True, "expected a whole number, got '2x'")
+    assert "(see --help)" not in page.inner_text("figure.cp-sizing")
+    assert page.evaluate(READ_PAGE)["stale"]
+
+    page.click(".cp-sizing__error a")  # the line above the results leads to the field
+    assert page.evaluate("document.activeElement.name") == "tp"
+
+    type_into(page, "tp", "2")  # fixed: computed from what the form now says
+    now = page.evaluate("() => cpSizing.last()")
+    assert now["argv"] == argv[:4] + ["--tp", "2", "--zero", "1"]
+    found = cli(now["argv"])[0]
+    assert_close(now["result"], found, "fixed")
+    fixed = page.evaluate(READ_PAGE)
+    assert not fixed["stale"] and fixed["error"] is None
+    assert fixed["mfu"] == pytest.approx(found["mfu"], rel=1e-9) != before["mfu"]
+    assert field_state(page, "tp") == (False, None)
+    assert page.locator("[aria-invalid]").count() == 0
+    assert not page.foreign and not page.errors, (page.foreign, page.errors)
+
+
+def test_an_absurd_input_says_why_and_zero3_says_what_a_gpu_holds(
+    open_page,  # noqa: F811
+    served,  # noqa: F811
+    built_site,
+) -> None:
+    page = open_page(width=390)
+    page.goto(sizing_url(served, built_site) + "#calculator")
+    page.wait_for_function("() => window.cpSizing && window.cpSizing.last().result")
+    for argv, key in (
+        ("--preset llama3-8b --micro-batch 100000", "memory_bytes"),
+        ("--preset gpt2-124m --dp 1000000", "mfu"),
+    ):
+        page.evaluate("a => cpSizing.apply(a)", argv.split())
+        found = cli(argv.split())[0]
+        why = page.locator(f".cp-sizing__why[data-warning={key}]")
+        assert why.is_visible() and why.inner_text() == found["warnings"][key], argv
+        assert page.evaluate(READ_PAGE)["why"] == found["warnings"]
+    assert page.inner_text("dd[data-key=mfu]").startswith("0.0% (0.0%)")
+
+    argv = "--preset llama3-8b --dp 1000000000".split()  # refused: beyond 2^20 GPUs
+    page.evaluate("a => cpSizing.apply(a)", argv)
+    line = cli(argv)[1]
+    assert line.startswith("error: --dp is above 1,048,576 GPUs")
+    assert field_state(page, "dp") == (True, line.removeprefix("error: --"))
+
+    argv = "--preset llama3-8b --dp 4 --zero 3".split()
+    page.evaluate("a => cpSizing.apply(a)", argv)
+    found = cli(argv)[0]
+    assert page.inner_text("dd[data-key=params]") == "8.03 B in all"
+    held = found["params_held_per_gpu"]  # a quarter of 8,030,261,248
+    assert held == 8_030_261_248 / 4
+    assert page.inner_text("dd[data-key=params_held_per_gpu]") == (
+        f"{held / 1e9:.4g} B under ZeRO-3 (of 8.03 B)"
+    )
+    # semantic markup: the note's section is an h2, the widget's titles h3, and
+    # every table header says what it heads
+    assert page.evaluate(
+        "[...document.querySelectorAll('figure.cp-sizing :is(h1,h2,h3,h4,h5,h6)')]"
+        ".map(h => h.tagName)"
+    ) == ["H3", "H3"]
+    assert all(page.locator("figure.cp-sizing th").all_inner_texts())
+    assert not page.foreign and not page.errors, (page.foreign, page.errors)
+
+
+FIELD = """name => {
+  const input = document.querySelector(`figure.cp-sizing [name="${name}"]`);
+  const id = input.getAttribute('aria-describedby');
+  const said = id && document.getElementById(id);
+  return [input.getAttribute('aria-invalid') === 'true',
+          said && said.closest('.cp-sizing__field') === input.closest(
+            '.cp-sizing__field') && said.checkVisibility() ? said.textContent : null];
+}"""
+
+
+def field_state(page, name: str) -> tuple[bool, str | None]:
+    """Is the field marked invalid, and the message beside it (if it is there)."""
+    return tuple(page.evaluate(FIELD, name))
 
 
 # The colours the widget draws: its background, text, bar segments and swatches.
@@ -264,9 +474,11 @@ COLOURS = """() => {
   return [bg, document.body.dataset.mdColorScheme,
           all('.cp-sizing__seg, .cp-sizing__legend .cp-sizing__swatch',
               'backgroundColor'),
-          all('dd, legend, .cp-sizing__legend li, input, select, td',  'color'),
+          all('dd, legend, .cp-sizing__legend li, input, select, td, ' +
+              '.cp-sizing__summary, .cp-sizing__why', 'color'),
           all('input, select', 'backgroundColor'),
-          getComputedStyle(fig.querySelector('.cp-sizing__error')).color];
+          all('.cp-sizing__error, .cp-sizing__message, .cp-sizing__summary, ' +
+              '.cp-sizing__field--invalid label', 'color')];
 }"""
 
 
@@ -274,9 +486,9 @@ def check_colours(page, material: str) -> None:
     """Material's scheme is on; an error, the text and the fields hold 4.5:1, the
     bars 3:1, and the fields take the page's background (no white box on slate)."""
     page.evaluate("() => cpSizing.apply(['--preset', 'gpt2-124m', '--tp', '5'])")
-    bg, seen, _, _, _, error = page.evaluate(COLOURS)
-    assert seen == material
-    assert contrast(error, bg) >= 4.5, (error, bg)
+    bg, seen, _, _, _, errors = page.evaluate(COLOURS)
+    assert seen == material and len(errors) == 4  # the line, message, summary, label
+    assert all(contrast(c, bg) >= 4.5 for c in errors), (errors, bg)
     page.evaluate("() => cpSizing.apply(['--preset', 'gpt2-124m', '--zero', '3'])")
     bg, _, parts, texts, fields, _ = page.evaluate(COLOURS)
     low = [f"part {c}" for c in set(parts) if contrast(c, bg) < 3]

@@ -2,7 +2,10 @@
 renders collapsed, expands and collapses, searches, recolours under the parallelism
 overlay, and logs no error; the overlay's bytes, in its table and on every marker
 (DP and ZeRO ones on the modules, collapsed or open, too), equal the Python
-overlay's and the sizing calculator's estimate(). It stays legible: no text under
+overlay's and the sizing calculator's estimate(); on the tiny GPT with experts, each
+expert box names the EP rank ExpertParallelMoE gives it, the two all-to-alls carry
+the calculator's bytes, and an ep that does not divide dp is refused beside its
+field. It stays legible: no text under
 11 px on screen after "Expand all", on a desktop and on a phone; a toggle refits the
 view around its module; the ranks table fits the note's column or scrolls as a
 focusable region; the overlay has a key; each node's accessible name is its text.
@@ -34,12 +37,14 @@ from snippets.sizing import presets
 from snippets.sizing.estimate import estimate
 from snippets.viewer.overlay_bytes import collectives, rank_bytes
 from snippets.viewer.overlay_dp import dp_markers
-from snippets.viewer.parallel_overlay import Degrees
+from snippets.viewer.overlay_ep import calculator_model
+from snippets.viewer.parallel_overlay import Degrees, check_degrees, ep_rank, mixtures
 
 pytestmark = pytest.mark.browser
 
 GRAPH = re.compile(r'<script type="application/json" class="cp-viewer__graph">(.*?)</')
 START = re.compile(r'<script type="application/json" class="cp-viewer__start">(.*?)</')
+FIGURE = re.compile(r'<figure class="cp-viewer">(.*?)</figure>', re.S)
 FILL = "e => getComputedStyle(e.querySelector('rect')).fill"
 MARKS = "els => els.flatMap(e => JSON.parse(e.dataset.colls))"
 CELLS = "els => els.map(e => [e.dataset.col, Number(e.dataset.bytes)])"
@@ -50,20 +55,26 @@ SMALLEST_TEXT = """() => Math.min(...[...document.querySelectorAll(
 REPO = Path(__file__).resolve().parents[2]
 
 
-def viewer_page(built_site: Path, slug: str) -> tuple[Path, dict, dict]:
-    """The note's page, the graph it embeds and the degrees it opens at."""
+def viewer_page(built_site: Path, slug: str, which: int = 0) -> tuple[Path, dict, dict]:
+    """The note's page, the graph its ``which``-th viewer embeds and the degrees it
+    opens at."""
     for html in sorted((built_site / "blog").glob(f"20*/**/{slug}/index.html")):
-        text = html.read_text(encoding="utf-8")
-        found, start = GRAPH.search(text), START.search(text)
-        if found:
+        figures = FIGURE.findall(html.read_text(encoding="utf-8"))
+        if len(figures) > which:
+            found, start = GRAPH.search(figures[which]), START.search(figures[which])
             first = json.loads(start.group(1)) if start else {}
             return html, json.loads(found.group(1).replace("<\\/", "</")), first
-    pytest.fail(f"the note {slug!r} embeds no model viewer")
+    pytest.fail(f"the note {slug!r} embeds no model viewer number {which}")
 
 
 def set_degrees(page, d: Degrees) -> None:
-    for name in ("dp", "tp", "pp", "cp", "zero", "sp"):
-        page.select_option(f'select[name="{name}"]', str(int(getattr(d, name))))
+    """``page``: the page, or one figure of it (a locator)."""
+    names = ("dp", "tp", "pp", "cp", "zero", "sp")
+    if page.locator('select[name="ep"]').count():  # a model with experts
+        page.locator('select[name="ep"]').select_option("1")  # fits any dp
+        names += ("ep",)
+    for name in names:
+        page.locator(f'select[name="{name}"]').select_option(str(int(getattr(d, name))))
 
 
 def check_table(page, graph: dict, d: Degrees) -> list[dict]:
@@ -135,23 +146,24 @@ def test_the_overlays_bytes_equal_the_calculators(
     html, graph, start = viewer_page(built_site, "viewer-overlay")
     page = open_page()
     page.goto(url_of(served, built_site, html))
-    page.locator("figure.cp-viewer .cp-node").first.wait_for(timeout=15000)
-    assert start and page.locator('select[name="tp"]').input_value() == str(start["tp"])
-    check_table(page, graph, Degrees(**start))  # it opened at the note's degrees
+    fig = page.locator("figure.cp-viewer").first  # the dense GPT's; experts below
+    fig.locator(".cp-node").first.wait_for(timeout=15000)
+    assert start and fig.locator('select[name="tp"]').input_value() == str(start["tp"])
+    check_table(fig, graph, Degrees(**start))  # it opened at the note's degrees
     dp = dp_markers(graph, Degrees(**start))  # collapsed: each block's DP total
     top = {m["id"] for m in graph["modules"] if m["parent"] == ""} & set(dp)
-    shown = page.locator(".cp-coll.cp-kind-dp").evaluate_all(MARKS)
+    shown = fig.locator(".cp-coll.cp-kind-dp").evaluate_all(MARKS)
     assert {at: b for at, _, _, b in shown} == {k: dp[k]["bytes"] for k in top}
-    page.get_by_role("button", name="Expand all").click()
+    fig.get_by_role("button", name="Expand all").click()
     seq = graph["inputs"][0]["out"][0]["shape"][1]
     for d in (
         Degrees(dp=2, tp=2, pp=2, zero=1, sp=True),
         Degrees(dp=2, tp=2, pp=1, cp=2, zero=3),
         Degrees(dp=1, tp=2, pp=2, cp=2, zero=2, sp=True),
     ):
-        set_degrees(page, d)
-        rows = check_table(page, graph, d)
-        marks = page.locator(".cp-coll").evaluate_all(MARKS)
+        set_degrees(fig, d)
+        rows = check_table(fig, graph, d)
+        marks = fig.locator(".cp-coll").evaluate_all(MARKS)
         shown = {(at, kind, name, b) for at, kind, name, b in marks}
         want = {
             (c["at"], c["kind"], c["name"], c["bytes"]) for c in collectives(graph, d)
@@ -172,6 +184,70 @@ def test_the_overlays_bytes_equal_the_calculators(
         assert rows[0]["pp"] == pytest.approx(comm["pp"], rel=1e-12)
         assert top["weights"] == pytest.approx(mem["weights"], rel=1e-12)
         assert top["buffers"] == pytest.approx(mem["buffers"], rel=1e-12)
+    assert not page.foreign, f"tried to fetch from other hosts: {page.foreign}"
+    assert not page.errors, page.errors
+
+
+def test_experts_their_ranks_and_all_to_alls(
+    open_page,  # noqa: F811
+    served,  # noqa: F811
+    built_site,
+) -> None:
+    html, graph, start = viewer_page(built_site, "viewer-overlay", which=1)
+    page = open_page()
+    page.goto(url_of(served, built_site, html))
+    fig = page.locator("figure.cp-viewer").nth(1)
+    fig.locator(".cp-node").first.wait_for(timeout=15000)
+    assert start["ep"] > 1 and fig.locator('select[name="ep"]').input_value() == str(
+        start["ep"]
+    )
+    check_table(fig, graph, Degrees(**start))
+    key = fig.locator(".cp-viewer__key").inner_text()
+    assert "EP all-to-all" in key and "expert, on the EP rank" in key, key
+    fig.get_by_role("button", name="Expand all").click()
+    seq = graph["inputs"][0]["out"][0]["shape"][1]
+    for d in (Degrees(**start), Degrees(dp=8, tp=2, zero=3, sp=True, ep=4)):
+        set_degrees(fig, d)
+        rows = check_table(fig, graph, d)
+        for moe in mixtures(graph):  # each expert's box: the EP rank holding it
+            n = len(moe["moe"]["experts"])
+            for e, module in enumerate(moe["moe"]["experts"]):
+                box = fig.locator(f'.cp-node[data-id="{module}"]')  # open: its head
+                said = f"EP rank {ep_rank(e, n, d.ep)} of {d.ep}"
+                assert said in box.text_content(), (module, said)
+                box.focus()
+                assert said in fig.locator(".cp-viewer__info").inner_text(), module
+        marks = fig.locator(".cp-coll").evaluate_all(MARKS)
+        shown = {(at, kind, name, b) for at, kind, name, b in marks}
+        want = {
+            (c["at"], c["kind"], c["name"], c["bytes"]) for c in collectives(graph, d)
+        }
+        assert shown == want, d  # the all-to-alls and every other marker
+        assert {kind for _, kind, _, _ in shown} >= {"ep", "tp", "dp"}
+        calc = estimate(
+            calculator_model(graph),
+            presets.GPUS["h100-sxm"],
+            seq=seq,
+            precision="fp32",
+            **dict(dp=d.dp, tp=d.tp, pp=d.pp, cp=d.cp, zero=d.zero, ep=d.ep),
+            sequence_parallel=d.sp,
+        )
+        top = max(rows, key=lambda r: r["weights"])
+        for kind in ("tp", "dp", "ep"):
+            comm = calc["comm_bytes_per_step"][kind]
+            assert top[kind] == pytest.approx(comm, rel=1e-12), (d, kind)
+    wrong = Degrees(dp=2, tp=2, ep=4)  # ep does not divide dp: said at the field
+    set_degrees(fig, Degrees(dp=2, tp=2))
+    fig.locator('select[name="ep"]').select_option("4")
+    with pytest.raises(Exception) as refused:
+        check_degrees(graph, wrong)
+    error = fig.locator(".cp-viewer__error")
+    assert error.inner_text() == f"{refused.value}; drawn at ep = 1"
+    field = fig.locator('select[name="ep"]')
+    assert field.get_attribute("aria-invalid") == "true"
+    assert field.get_attribute("aria-describedby") == error.get_attribute("id")
+    check_table(fig, graph, Degrees(dp=2, tp=2))
+    assert not fig.locator(".cp-coll.cp-kind-ep").count()
     assert not page.foreign, f"tried to fetch from other hosts: {page.foreign}"
     assert not page.errors, page.errors
 

@@ -68,3 +68,76 @@ def test_tp_traffic_uses_nvlink_inside_a_node() -> None:
 def test_impossible_configurations(setup: dict, words: str) -> None:
     with pytest.raises(UsageError, match=words.replace("·", ".").replace("-", ".")):
         run(**setup)
+
+
+@pytest.mark.parametrize(
+    "setup,words",
+    [
+        (dict(dp=2**20 + 1), "--dp is above 1,048,576 GPUs"),
+        (dict(dp=10**9), "--dp is above 1,048,576 GPUs"),
+        (dict(dp=2**10, tp=8, pp=2**8), "dp·tp·pp·cp is above 1,048,576 GPUs"),
+    ],
+)
+def test_more_gpus_than_two_to_the_20_are_refused(setup: dict, words: str) -> None:
+    with pytest.raises(UsageError, match=words.replace("·", ".").replace("-", ".")):
+        run(**setup)
+
+
+def test_two_to_the_20_gpus_still_compute() -> None:
+    r = estimate.estimate({"params": 1e9, "seq": 8}, H100, dp=2**20)
+    assert r["inputs"]["gpus"] == 1_048_576
+
+
+def test_held_parameters_are_what_the_weights_hold() -> None:
+    # the weights' bytes ÷ 2 (bf16) are the parameters a GPU keeps; ZeRO-3 over 8
+    # ranks keeps an eighth of Llama 3 8B, the other stages all of it
+    n = 8_030_261_248
+    for zero in range(4):
+        r = run(dp=8, zero=zero)
+        assert r["params"] == n
+        assert r["params_held_per_gpu"] == (n / 8 if zero == 3 else n)
+        assert r["memory_bytes"]["weights"] == 2 * r["params_held_per_gpu"]
+    moe = estimate.estimate(
+        presets.MODELS["mixtral-8x7b"], H100, dp=8, ep=4, tp=2, zero=3, seq=4096
+    )  # experts sharded over dp/ep = 2 ranks, the rest over 8
+    assert moe["memory_bytes"]["weights"] == pytest.approx(
+        2 * moe["params_held_per_gpu"], rel=1e-15
+    )
+    assert moe["params_held_per_gpu"] < moe["params_per_gpu"] / 2
+
+
+def test_memory_beyond_every_gpu_says_which_part_and_why() -> None:
+    biggest = max(g["hbm_bytes"] for g in presets.GPUS.values())  # B200's 180 GB
+    seen = set()
+    for b in (1, 8, 16, 64, 100_000):
+        r = run(micro_batch=b, dp=8, zero=3)
+        mem, said = r["memory_bytes"], r["warnings"].get("memory_bytes")
+        assert (said is not None) == (mem["total"] > biggest), (b, said)
+        seen.add(said is not None)
+        if said:
+            assert said.startswith(f"{mem['total'] / 1e9:,.0f} GB a GPU")
+            assert "b200: 180 GB" in said and f"micro-batch {b} × 8,192" in said
+            assert "of it is activations: micro-batch" in said
+    assert seen == {True, False}
+    states = estimate.estimate({"params": 2e10, "seq": 8}, H100)  # 360 GB of states
+    assert "GB of it is optimizer:" in states["warnings"]["memory_bytes"]
+    assert "a shard of 20,000,000,000 parameters" in states["warnings"]["memory_bytes"]
+
+
+def test_an_mfu_that_prints_as_zero_says_what_takes_the_step() -> None:
+    seen = set()
+    for dp in (8, 4096, 65536, 2**20):
+        r = estimate.estimate(presets.MODELS["gpt2-124m"], H100, dp=dp)
+        said = r["warnings"].get("mfu")
+        assert (said is not None) == (f"{r['mfu']:.1%}" == "0.0%"), (dp, r["mfu"])
+        seen.add(said is not None)
+        if said:
+            assert said.startswith("MFU rounds to 0.0%: DP communication over")
+            assert f"over {dp:,} ranks" in said
+    assert seen == {True, False}
+    slow = estimate.estimate(presets.MODELS["gpt2-124m"], H100, efficiency=1e-4)
+    assert slow["warnings"] == {
+        "mfu": "MFU rounds to 0.0%: compute (at the --efficiency given) is 100% of "
+        "the step"
+    }
+    assert run(dp=8, zero=1)["warnings"] == {}

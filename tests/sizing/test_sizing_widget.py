@@ -19,6 +19,7 @@ def test_main_embeds_the_python_presets() -> None:
     assert data["precisions"] == memory.PRECISIONS
     assert data["optimizer_state"] == memory.OPTIMIZER_STATE
     assert data["activation_bytes"] == memory.ACTIVATION_BYTES
+    assert data["limits"] == {"max_gpus": 2**20, "mfu_shown": 0.0005}
     assert data["shape"] == list(size_cli.SHAPE)
     assert text.startswith('<figure class="cp-sizing"') and "\n\n" not in text
 

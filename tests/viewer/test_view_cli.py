@@ -30,9 +30,12 @@ def exit_code(argv: list[str]) -> int:
         return stop.code
 
 
-def read_graph(folder) -> dict:
-    text = (folder / "graph.js").read_text(encoding="utf-8")
-    return json.loads(text.removeprefix("window.MODEL_GRAPH = ").rstrip().rstrip(";"))
+def read_graph(folder, name: str = "MODEL_GRAPH") -> dict | None:
+    """A ``window.NAME = {...};`` line of graph.js, as JSON (None if none)."""
+    for line in (folder / "graph.js").read_text(encoding="utf-8").splitlines():
+        if line.startswith(f"window.{name} = "):
+            return json.loads(line.removeprefix(f"window.{name} = ").rstrip(";"))
+    return None
 
 
 def test_ready_made_and_own_model_pages(tmp_path, capsys) -> None:
@@ -48,6 +51,23 @@ def test_ready_made_and_own_model_pages(tmp_path, capsys) -> None:
     assert graph["ops"][0]["out"][0]["shape"] == [2, 8]
     assert graph["modules"][0]["params"] == 4 * 8 + 8
     assert "tp" in graph["modules"][1] and "stack" in graph  # overlay annotations
+
+
+def test_a_model_with_experts_opens_at_the_degrees_given(tmp_path, capsys) -> None:
+    argv = ["view", "tiny_moe_gpt", "--dp", "4", "--tp", "2", "--ep", "2", "--sp"]
+    assert main([*argv, "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert all(len(line) <= 88 for line in out.splitlines() if "page:" not in line)
+    said = " ".join(out.split())  # the sentence, wrapped at 88 columns
+    assert "of 4 experts, EP rank 0: 0-1, EP rank 1: 2-3" in said
+    assert read_graph(tmp_path, "MODEL_VIEW_START") == {
+        "dp": 4, "tp": 2, "sp": 1, "ep": 2
+    }  # fmt: skip
+    moe = {m["id"]: m for m in read_graph(tmp_path)["modules"]}["blocks.1.mlp"]
+    assert moe["moe"] == {"experts": [f"blocks.1.mlp.experts.{e}" for e in range(4)],
+                          "top_k": 2}  # fmt: skip
+    assert main(["view", "tiny_gpt", "--out", str(tmp_path)]) == 0  # no degrees
+    assert read_graph(tmp_path, "MODEL_VIEW_START") is None
 
 
 def test_models_nobody_here_wrote(tmp_path, capsys) -> None:
@@ -79,6 +99,9 @@ def test_models_nobody_here_wrote(tmp_path, capsys) -> None:
         (["test_view_cli:two_layers", "--input-shape", "1,5"], "cannot run"),
         (["test_view_cli:two_layers"], "--input-shape or --example"),
         (["two_layers", "--input-shape", "1,4"], "package.module:name"),
+        (["tiny_moe_gpt", "--dp", "2", "--ep", "4"], "ep 4 does not divide dp = 2"),
+        (["tiny_gpt", "--dp", "2", "--ep", "2"], "needs a model with experts"),
+        (["tiny_gpt", "--dp", "3"], "invalid choice"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(argv, says, capsys, tmp_path) -> None:

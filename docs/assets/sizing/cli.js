@@ -168,8 +168,14 @@
 
   function size(data, argv) {
     const opts = parse_args(data, argv);
+    // "this-machine" is the CLI's alone: it reads the roofline and α-β results of
+    // the machine that runs it, which a page cannot measure.
+    if (opts.gpu === "this-machine") {
+      throw new F.UsageError(
+        "--gpu this-machine is measured where it runs: use python -m snippets size");
+    }
     if (!Object.hasOwn(data.gpus, opts.gpu)) {
-      const names = Object.keys(data.gpus).join(", ");
+      const names = [...Object.keys(data.gpus), "this-machine"].join(", ");
       throw new F.UsageError(
         `unknown GPU ${py_repr(opts.gpu)}: choose one of ${names}`);
     }
@@ -189,6 +195,40 @@
     throw error;
   }
 
+  // The page's reading of that line: which fields it names, so they can be marked,
+  // and the message to show beside them. Its --flags, and the few inputs it names by
+  // their letters (estimate.py's check()).
+  const NAMED = [
+    [/dp·tp·pp·cp/, ["--dp", "--tp", "--pp", "--cp"]],
+    [/pp·vpp/, ["--pp", "--vpp"]],
+    [/micro-batch × dp/, ["--micro-batch", "--dp"]],
+    [/micro-batches \(\d+\)/, ["--global-batch"]],
+    [/seq\/cp/, ["--seq", "--cp"]],
+    [/with SP/, ["--sequence-parallel"]],
+    [/tp, pp, cp need 1/, ["--tp", "--pp", "--cp"]],
+    [/^error: unknown preset/, ["--preset"]],
+    [/^error: unknown GPU/, ["--gpu"]],
+  ];
+  const FLAG = /--[a-z][a-z-]*[a-z]/g;
+
+  function fields_of(data, line) {
+    if (/^error: unrecognized arguments/.test(line)) return [];
+    const known = new Set(data.options.map((o) => o.flag));
+    const found = (line.match(FLAG) || []).filter((f) => known.has(f));
+    for (const [pattern, flags] of NAMED) {
+      if (pattern.test(line)) found.push(...flags);
+    }
+    return [...new Set(found)];
+  }
+
+  // the line without "error: ", argparse's "argument --x: " (the message sits by
+  // that field) and "(see --help)", each other flag written as label(flag), the
+  // name its field shows
+  function field_message(line, label) {
+    return line.replace(/^error: /, "").replace(/ \(see --help\)$/, "")
+      .replace(/^argument --[a-z-]+: /, "").replace(FLAG, (f) => label(f));
+  }
+
   Object.assign(F, { ArgumentError, py_repr, format_g, parse_args, resolve_model,
-    setup, size, error_line });
+    setup, size, error_line, fields_of, field_message });
 })();

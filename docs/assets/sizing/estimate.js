@@ -1,6 +1,7 @@
 /* snippets/sizing/estimate.py, ported: check() with the same messages, and
    estimate(), which combines the formulas of formulas.js into the object that
-   `python -m snippets size --json` prints. `data` is the page data that
+   `python -m snippets size --json` prints, warnings() (what an answer cannot say
+   alone) with it, in the same words. `data` is the page data that
    snippets/sizing/sizing_widget.py writes (presets, precisions, defaults). */
 (function () {
   "use strict";
@@ -11,7 +12,10 @@
     if (!ok) throw new F.UsageError(message);
   }
 
-  function check(model, c) {
+  // Python's f"{n:,}" of an int (a double's exact value, as int(x) gives it)
+  const whole = (n) => BigInt(n).toLocaleString("en-US");
+
+  function check(data, model, c) {
     for (const key of ["seq", "micro_batch", "global_batch", "dp", "tp", "pp", "vpp",
       "cp", "ep"]) {
       _check(c[key] >= 1, `--${key.replaceAll("_", "-")} must be at least 1`);
@@ -20,7 +24,14 @@
     _check(0 <= c.overlap && c.overlap <= 1, "--overlap must be between 0 and 1");
     _check(0 < c.efficiency && c.efficiency <= 1, "--efficiency must be in (0, 1]");
     const [dp, tp, pp, cp, v] = ["dp", "tp", "pp", "cp", "vpp"].map((k) => c[k]);
+    const MAX = data.limits.max_gpus;
+    const beyond = `above ${whole(MAX)} GPUs (2^20, 64 × Llama 3 405B's 16,384): ` +
+      "too far";
+    for (const key of ["dp", "tp", "pp", "cp"]) {
+      _check(c[key] <= MAX, `--${key} is ${beyond} to model`);
+    }
     const grid = dp * tp * pp * cp;
+    _check(grid <= MAX, `dp·tp·pp·cp is ${beyond} to model`);
     _check(c.gpus === grid, `dp·tp·pp·cp = ${grid} but --gpus is ${c.gpus}`);
     const per_step = c.micro_batch * dp;
     _check(c.global_batch % per_step === 0,
@@ -47,7 +58,8 @@
     _check(L % (pp * v) === 0, `--layers ${L} is not divisible by pp·vpp = ${pp * v}`);
     _check(v === 1 || pp > 1, "--vpp above 1 needs --pp above 1");
     const m = Math.floor(c.global_batch / per_step);
-    _check(v === 1 || m % pp === 0, `interleaving needs micro-batches (${m}) ÷ pp`);
+    _check(v === 1 || m % pp === 0,
+      `--vpp ${v} needs micro-batches (${m}) divisible by --pp ${pp}`);
     _check(c.seq % cp === 0, `--seq ${c.seq} is not divisible by --cp ${cp}`);
     if (c.sequence_parallel) {
       _check(Math.floor(c.seq / cp) % tp === 0, "with SP, seq/cp must divide by --tp");
@@ -83,6 +95,52 @@
       a2a_per_layer: per_layer });
   }
 
+  function step_parts(compute, bubble, comm_s, overlap) {
+    const hidden = Math.min(overlap * (comm_s.dp + comm_s.cp), compute);
+    const overlapped = comm_s.dp + comm_s.cp;
+    const exposed = overlapped > 0 ? (overlapped - hidden) / overlapped : 0;
+    return { compute: compute, bubble: compute * (bubble - 1), tp: comm_s.tp,
+      pp: comm_s.pp, ep: comm_s.ep, dp: comm_s.dp * exposed, cp: comm_s.cp * exposed };
+  }
+
+  const _gb = (x) => `${whole(F.py_round(x / 1e9))} GB`;
+  // Python's max(keys, key=...): the first of the largest
+  const largest = (keys, value) => keys.reduce((a, k) => (value(k) > value(a) ? k : a));
+
+  function warnings(data, r, c, gpus) {
+    const found = {};
+    const mem = r.memory_bytes, b = c.micro_batch, s_loc = Math.floor(c.seq / c.cp);
+    const name = largest(Object.keys(gpus), (g) => gpus[g].hbm_bytes);
+    const cap = gpus[name].hbm_bytes;
+    if (mem.total > cap) {
+      const part = largest(["weights", "gradients", "optimizer", "activations",
+        "buffers"], (k) => mem[k]);
+      const why = part === "activations"
+        ? `micro-batch ${b} × ${whole(s_loc)} tokens a GPU at once`
+        : part === "buffers" ? "ZeRO-3's gathered layer"
+          : `a shard of ${whole(F.py_round(r.params_per_gpu))} parameters a GPU`;
+      found.memory_bytes = `${_gb(mem.total)} a GPU is more than any GPU preset ` +
+        `holds (${name}: ${_gb(cap)}); ${_gb(mem[part])} of it is ${part}: ${why}`;
+    }
+    if (r.mfu < data.limits.mfu_shown) {
+      const parts = step_parts(r.compute_seconds_per_step, r.bubble_factor,
+        r.comm_seconds_per_step, c.overlap);
+      const part = largest(Object.keys(parts), (k) => parts[k]);
+      const share = F.py_round(100 * parts[part] / r.step_time_s);
+      let why;
+      if (part === "compute") {
+        why = "compute (at the --efficiency given)";
+      } else if (part === "bubble") {
+        why = `the pipeline bubble (${c.pp - 1} stages idle, m = ${r.microbatches})`;
+      } else {
+        const ranks = part === "dp" ? c.dp * c.cp : c[part];
+        why = `${part.toUpperCase()} communication over ${whole(ranks)} ranks`;
+      }
+      found.mfu = `MFU rounds to 0.0%: ${why} is ${share}% of the step`;
+    }
+    return found;
+  }
+
   function _dims(model) {
     const keys = ["arch", "vocab", "seq", "layers", "hidden", "heads", "kv_heads",
       "ffn"];
@@ -94,7 +152,7 @@
     c.seq = c.seq || model.seq || 0;
     c.global_batch = c.global_batch || c.micro_batch * c.dp;
     c.gpus = c.gpus || c.dp * c.tp * c.pp * c.cp;
-    check(model, c);
+    check(data, model, c);
     const [dp, tp, pp, cp, v, s] = ["dp", "tp", "pp", "cp", "vpp", "seq"].map(
       (k) => c[k]);
     const b = c.micro_batch, zero = c.zero, recompute = c.recompute;
@@ -187,10 +245,13 @@
     const step = throughput.step_seconds(compute, bubble, comm_s.dp, comm_s.tp,
       comm_s.pp, comm_s.cp, c.overlap, comm_s.ep);
     const tps = throughput.tokens_per_second(c.global_batch, s, step);
-    return {
+    // ZeRO-3 keeps 1/(dp·cp) of the shard between layers (its experts' 1/edp)
+    const held = zero === 3 ? P / (dp * cp) + P_exp / edp : P + P_exp;
+    const found = {
       params: N,
       params_active: N_active,
       params_per_gpu: P + P_exp,
+      params_held_per_gpu: held,
       expert_params_per_gpu: P_exp,
       all_to_all_bytes_per_moe_layer: moe !== null ? moe.a2a_per_layer : 0.0,
       memory_bytes: mem,
@@ -210,7 +271,9 @@
       inputs: Object.assign({ model: Object.assign({}, model),
         gpu: Object.assign({}, gpu) }, c),
     };
+    found.warnings = warnings(data, found, c, data.gpus);
+    return found;
   }
 
-  Object.assign(F, { check, estimate });
+  Object.assign(F, { check, estimate, step_parts, warnings });
 })();

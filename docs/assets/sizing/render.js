@@ -35,7 +35,7 @@
 
   // parts: [name, value, text, colour]; marker: [label, value] drawn as a line
   function stacked(box, title, parts, scale, marker) {
-    el("h3", {}, box, title); // under the note's "## The calculator"
+    el("h3", {}, box, title);
     const words = parts.map(([name, , text]) => `${name} ${text}`).join(", ");
     const bar = el("div", { class: "cp-sizing__bar", role: "img",
       "aria-label": `${title}: ${words}` }, box);
@@ -67,11 +67,17 @@
       el("dt", {}, item, name);
       return el("dd", { "data-key": key, "data-value": String(value) }, item, text);
     };
-    fig("params", "parameters", r.params,
-      `${count(r.params)} (${count(r.params_per_gpu)} a GPU)`);
+    // every parameter once, then what one GPU keeps: its TP×PP shard, or under
+    // ZeRO-3 a 1/(dp·cp) slice of it (estimate.py's params_held_per_gpu)
+    fig("params", "parameters", r.params, `${count(r.params)} in all`);
+    const i = r.inputs, sharded = r.params_per_gpu < r.params;
+    const held = `${count(r.params_held_per_gpu)} ` + (i.zero === 3
+      ? `under ZeRO-3 (of ${count(r.params_per_gpu)})`
+      : sharded ? "(a TP×PP shard)" : "(every one)");
+    fig("params_held_per_gpu", "held per GPU", r.params_held_per_gpu, held);
     if (r.expert_params_per_gpu > 0) {
       fig("params_active", "active a token", r.params_active,
-        `${count(r.params_active)} (experts ${count(r.expert_params_per_gpu)} a GPU)`);
+        `${count(r.params_active)}; experts ${count(r.expert_params_per_gpu)} per GPU`);
       fig("all_to_all_bytes_per_moe_layer", "all-to-all a MoE layer",
         r.all_to_all_bytes_per_moe_layer, GB(r.all_to_all_bytes_per_moe_layer));
     }
@@ -85,7 +91,14 @@
     fig("mfu", "MFU (HFU)", r.mfu, `${pct(r.mfu)} (${pct(r.hfu)})`);
     fig("flops_per_token", "FLOPs a token", r.flops_per_token,
       `${sig(r.flops_per_token / 1e9)} G`);
+    // what an answer cannot say alone (estimate.py's warnings), under its figure
+    for (const [key, text] of Object.entries(r.warnings)) {
+      const dd = dl.querySelector(`dd[data-key=${WHY[key] || key}]`);
+      dd.parentElement.classList.add("cp-sizing__wide");
+      el("span", { class: "cp-sizing__why", "data-warning": key }, dd, text);
+    }
   }
+  const WHY = { memory_bytes: "fits" }; // the figure a warning's key explains
 
   function memoryBar(box, r, P) {
     const mem = r.memory_bytes, cap = r.memory_capacity_bytes;
@@ -132,12 +145,14 @@
     }
   }
 
-  function render(box, r, palette) {
+  // the figures and bars into box; the communication table into table (or box)
+  function render(box, r, palette, table) {
     box.replaceChildren();
     figures(box, r);
     memoryBar(el("div", { class: "cp-sizing__chart" }, box), r, palette);
     timeBar(el("div", { class: "cp-sizing__chart" }, box), r, palette);
-    commTable(box, r);
+    if (table) table.replaceChildren();
+    commTable(table || box, r);
   }
 
   // one line for a screen reader's live region

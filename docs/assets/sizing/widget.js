@@ -4,7 +4,14 @@
    An empty field is an option not given: the CLI's default (greyed in the field).
    The query string holds the argv (`?preset=llama3-8b&dp=8&no-flash`), so a link
    restores the configuration. window.cpSizing is for tests and the curious:
-   apply(argv) sets the form and returns what the page then shows. */
+   apply(argv) sets the form and returns what the page then shows.
+   Fields are text boxes, so what the page computes with is what the field shows
+   (a number box reads "1e" as empty, the default); the arrow keys step whole
+   numbers and the sliders' values. Where the command refuses, the fields its line
+   names are marked (aria-invalid, a message beside them) and nothing is computed:
+   the figures stay the last valid configuration's, dimmed and labelled stale. A
+   summary (role=status) heads the results: beside the form on a wide page, where
+   the results column stays in view (sticky); stuck under the header on a phone. */
 (function () {
   "use strict";
   const F = window.CPSizingFormulas, R = window.CPSizingRender, el = R.el;
@@ -79,17 +86,21 @@
       }
     } else {
       const isInt = o.type.endsWith("_int");
-      input = el("input", { type: "number", id: id,
-        inputmode: isInt ? "numeric" : "decimal", step: isInt ? "1" : "any",
-        min: o.type === "positive_int" ? "1" : "0" }, field);
+      input = el("input", { type: "text", id: id, autocomplete: "off",
+        spellcheck: "false", inputmode: isInt ? "numeric" : "decimal" }, field);
+      input.addEventListener("keydown", (event) => stepKey(event, o, input));
       if (SLIDERS[o.flag]) {
         const [lo, hi, step] = SLIDERS[o.flag];
         const slider = el("input", { type: "range", min: lo, max: hi, step: step,
           "aria-label": `${label.textContent} (slider)` }, field);
-        // the number field is the value; the form's listener then updates
+        // the text field is the value; the form's listener then updates
         slider.addEventListener("input", () => { input.value = slider.value; });
-        input.addEventListener("input", () => { slider.value = input.value; });
+        input.addEventListener("input", () => {
+          if (Number.isFinite(Number(input.value))) slider.value = input.value;
+        });
         input.slider = slider;
+        slider.field = field;
+        slider.owner = input;
       }
     }
     if (o.help) input.title = o.help;
@@ -98,19 +109,48 @@
     controls[o.flag] = input;
   }
 
-  const form = el("form", { class: "cp-sizing__form", novalidate: "" }, figure);
+  // ArrowUp/ArrowDown step a whole number by 1 (not below its least) and a slider's
+  // value by its step, as a number box would; other keys type
+  function stepKey(event, o, input) {
+    if (event.key !== "ArrowUp" && event.key !== "ArrowDown") return;
+    const sign = event.key === "ArrowUp" ? 1 : -1, text = input.value.trim();
+    const start = text !== "" ? text : input.placeholder;
+    if (o.type.endsWith("_int")) {
+      if (!/^[+-]?\d+$/.test(start) && start !== "") return;
+      const least = o.type === "positive_int" ? 1 : 0;
+      input.value = String(Math.max(least, (start === "" ? least : Number(start)) +
+        (start === "" ? 0 : sign)));
+    } else if (SLIDERS[o.flag] && Number.isFinite(Number(start)) && start !== "") {
+      const [lo, hi, step] = SLIDERS[o.flag];
+      const next = Math.min(hi, Math.max(lo, Number(start) + sign * step));
+      input.value = String(Math.round(next * 100) / 100);
+    } else {
+      return;
+    }
+    event.preventDefault();
+    input.dispatchEvent(new Event("input", { bubbles: true }));
+  }
+
+  const layout = el("div", { class: "cp-sizing__layout" }, figure);
+  const form = el("form", { class: "cp-sizing__form", novalidate: "" }, layout);
   for (const [legend, flags] of GROUPS) {
     const box = el("fieldset", {}, form);
     el("legend", {}, box, legend);
     for (const flag of flags) control(options[flag], box);
   }
-  const out = el("div", { class: "cp-sizing__out" }, figure);
-  const error = el("p", { class: "cp-sizing__error", role: "alert" }, out);
-  const status = el("p", { class: "cp-sizing__status", "aria-live": "polite" }, out);
+  const panel = el("div", { class: "cp-sizing__panel" }, layout);
+  const status = el("p", { class: "cp-sizing__summary", role: "status" }, panel);
+  const out = el("div", { class: "cp-sizing__out" }, panel);
+  const error = el("p", { class: "cp-sizing__error" }, out);
   const results = el("div", { class: "cp-sizing__results" }, out);
-  const cmd = el("code", {}, el("pre", { class: "cp-sizing__cmd" }, out));
+  // the message beside the field a refusal is about (one at a time)
+  const message = el("p", { class: "cp-sizing__message", id: "cp-sizing-message" });
+  // under both columns: the communication table, the command and its link
+  const more = el("div", { class: "cp-sizing__more" }, layout);
+  const table = el("div", { class: "cp-sizing__results" }, more);
+  const cmd = el("code", {}, el("pre", { class: "cp-sizing__cmd" }, more));
   const link = el("a", { class: "cp-sizing__link", href: "#calculator" },
-    el("p", {}, out), "Link to this configuration");
+    el("p", {}, more), "Link to this configuration");
 
   function setValue(flag, value) {
     const c = controls[flag];
@@ -206,8 +246,59 @@
     controls["--grad-bytes"].placeholder = precision ? String(precision.grad) : "";
   }
 
+  const label = (flag) => (controls[flag] ? LABELS[flag] || flag.slice(2) : flag);
+  let marked = [];
+
+  // Mark the visible fields a refusal names, those the configuration gives if any
+  // (not a preset's heads beside a --tp that does not divide them); its message goes
+  // beside the one the reader just changed, else the first filled in.
+  function mark(line, edited, list) {
+    for (const c of marked) {
+      c.removeAttribute("aria-invalid");
+      c.removeAttribute("aria-describedby");
+      c.field.classList.remove("cp-sizing__field--invalid");
+    }
+    message.remove();
+    const named = line === null ? [] : F.fields_of(data, line)
+      .filter((f) => controls[f] && !controls[f].field.hidden);
+    const given = named.filter((f) => list.includes(f) ||
+      (f === "--preset" && !(mode() in MODES)));
+    marked = (given.length ? given : named).map((f) => controls[f]);
+    if (!marked.length) return null;
+    const filled = (c) => c.type === "text" && c.value !== "";
+    const at = marked.find((c) => c === edited) || marked.find(filled) || marked[0];
+    for (const c of marked) {
+      c.setAttribute("aria-invalid", "true");
+      c.setAttribute("aria-describedby", message.id);
+      c.field.classList.add("cp-sizing__field--invalid");
+    }
+    message.textContent = F.field_message(line, label);
+    at.field.append(message);
+    return at;
+  }
+
+  // The line above the results: what was not computed, and a link to the field.
+  function explain(line, at, before) {
+    error.replaceChildren();
+    el("strong", {}, error, "Not recomputed. ");
+    if (at) {
+      const name = at.field.querySelector("label").textContent;
+      const go = el("a", { href: `#${at.id}` }, error, name);
+      go.addEventListener("click", (event) => {
+        event.preventDefault();
+        at.focus();
+      });
+      error.append(`: ${message.textContent}. `);
+    } else {
+      error.append(`${F.field_message(line, label)}. `);
+    }
+    error.append(before ? "The figures below are stale: they are the last valid "
+      + "configuration's." : "No figures until the configuration is valid.");
+  }
+
   let last = { argv: [], result: null, error: null, query: "" };
-  function update(byReader) {
+  let drawn = null; // the result the figures show
+  function update(byReader, edited) {
     const list = argv();
     let result = null, line = null;
     try {
@@ -216,11 +307,23 @@
       line = F.error_line(e);
     }
     placeholders(result);
-    error.textContent = line || "";
+    const at = mark(line, edited, list);
+    if (result) {
+      R.render(results, result, data.palette, table);
+      drawn = result;
+    } else {
+      explain(line, at, drawn !== null);
+    }
     error.hidden = line === null;
     figure.classList.toggle("cp-sizing--invalid", line !== null);
-    if (result) R.render(results, result, data.palette);
-    status.textContent = result ? R.summary(result) : "";
+    results.dataset.stale = table.dataset.stale = String(line !== null);
+    if (line === null) {
+      status.textContent = R.summary(result);
+    } else {
+      const names = marked.map((c) => c.field.querySelector("label").textContent);
+      status.textContent = `Not recomputed: ${names.length ? `fix ${names.join(", ")}`
+        : F.field_message(line, label)}` + (drawn ? "; the figures are stale" : "");
+    }
     const q = query(list);
     cmd.textContent = ["python -m snippets size"].concat(list.map(quote)).join(" ");
     link.href = `?${q}#calculator`;
@@ -248,7 +351,7 @@
       }
     }
     lastMode = mode();
-    update(true);
+    update(true, event.target.owner || event.target);
   });
   form.addEventListener("submit", (event) => event.preventDefault());
 

@@ -81,6 +81,8 @@
     }
   }
 
+  let fieldIds = 0; // ids of the fields' messages, unique on the page
+
   class Viewer {
     constructor(root, graph, start) {
       this.root = root;
@@ -88,7 +90,8 @@
       this.expanded = new Set([""]);
       this.cache = new Map();
       this.view = { k: 1, x: 0, y: 0 };
-      this.degrees = Object.assign({ dp: 1, tp: 1, pp: 1, cp: 1, zero: 0, sp: 0 }, start || {});
+      this.degrees = Object.assign(
+        { dp: 1, tp: 1, pp: 1, cp: 1, zero: 0, sp: 0, ep: 1 }, start || {});
       this.timing = { layout: 0 }; // ms inside dagre.layout since the last render
       this.matches = new Set();
       this.views = new Map(); // open module → its drawing (sync)
@@ -129,8 +132,11 @@
       this.found = html("span", "cp-viewer__found", bar);
       const over = html("div", "cp-viewer__overlay", r);
       html("span", "cp-viewer__label", over, "Parallelism:");
-      for (const [k, choices] of [["dp", [1, 2, 4, 8]], ["tp", [1, 2, 4, 8]],
-        ["pp", [1, 2, 3, 4, 8]], ["cp", [1, 2, 4]], ["zero", [0, 1, 2, 3]], ["sp", [0, 1]]]) {
+      const fields = [["dp", [1, 2, 4, 8]], ["tp", [1, 2, 4, 8]], ["pp", [1, 2, 3, 4, 8]],
+        ["cp", [1, 2, 4]], ["zero", [0, 1, 2, 3]], ["sp", [0, 1]]];
+      const experts = window.CPViewerOverlay.mixtures(g).length > 0;
+      if (experts) fields.push(["ep", [1, 2, 4, 8]]); // only a model with experts
+      for (const [k, choices] of fields) {
         const lab = html("label", "cp-viewer__degree", over,
           k === "zero" ? "ZeRO " : k === "sp" ? "SP " : k + " ");
         const sel = html("select", "", lab);
@@ -144,6 +150,13 @@
           this.degrees[k] = Number(sel.value);
           this.redraw();
         });
+        if (k === "ep") { // its field says when ep does not fit, in the Python's words
+          this.epField = sel;
+          this.epError = html("span", "cp-viewer__error", over);
+          this.epError.id = "cp-viewer-ep-" + ++fieldIds;
+          this.epError.setAttribute("role", "alert");
+          sel.setAttribute("aria-describedby", this.epError.id);
+        }
       }
       this.legend = html("div", "cp-viewer__key", r);
       this.svg = make("svg", { class: "cp-viewer__svg", role: "group",
@@ -353,7 +366,9 @@
     textWidth(text, px) { return measure(text, px || TEXT, this.family); }
     title(k, mark) { // a shared module is drawn once, with each name it has
       const m = this.model.mods.get(k), names = [m.name, ...(m.aliases || [])];
-      return mark + " " + names.join(" = ") + " · " + m.type;
+      const held = this.overlay.experts.get(k); // an expert: the EP rank holding it
+      const ep = held ? ` · EP rank ${held.rank} of ${this.overlay.d.ep}` : "";
+      return mark + " " + names.join(" = ") + " · " + m.type + ep;
     }
     subtitle(k) {
       const m = this.model.mods.get(k);
@@ -439,6 +454,8 @@
         d.box.setAttribute("width", (d.w = it.w));
         d.box.setAttribute("height", (d.h = it.h));
         d.head.setAttribute("width", it.w);
+        d.ep.forEach((mk, i) => mk.setAttribute("transform",
+          `translate(${it.w / 2},${i * it.h})`)); // dispatch on top, combine below
       }
     }
     collect(id) {
@@ -458,7 +475,8 @@
       this.dpMark(head, key, true, this.textWidth(title) + 18, 10);
       this.bind(head, "m:" + key, nodes);
       el.appendChild(this.sync(key).el);
-      return { el, open: true, box, head: bar };
+      const ep = this.epMarks(el, key, true, it.w, it.h);
+      return { el, open: true, box, head: bar, ep };
     }
     node(it, isMod, key, nodes) {
       const cls = isMod ? "cp-node cp-node--module" : "cp-node cp-node--op";
@@ -470,6 +488,7 @@
         make("text", { x: 8, y: 18 }, g, this.title(key, "▸"));
         make("text", { x: 8, y: 35, class: "cp-node__sub" }, g, this.subtitle(key));
         this.dpMark(g, key, false, it.w, 0); // on the corner
+        this.epMarks(g, key, false, it.w, it.h);
       } else make("text", { x: 9, y: 19 }, g, this.opLabel(key));
       this.bind(g, (isMod ? "m:" : "o:") + key, nodes);
       return { el: g, open: false };
@@ -480,7 +499,7 @@
         const pts = e.points;
         const d = "M" + pts.map((p) => p.join(",")).join(" L");
         const coll = e.tensors.flatMap((u) => this.overlay.at.get(u) || [])
-          .filter((c) => c.kind !== "dp");
+          .filter((c) => c.kind !== "dp" && c.kind !== "ep"); // those mark modules
         const path = make("path", { d, class: "cp-edge" + (coll.length
           ? " cp-edge--coll cp-kind-" + coll[0].kind : "") }, edges);
         make("title", {}, path,
@@ -522,7 +541,13 @@
 
     // parallelism: stage colour, TP role, ZeRO-3 shard; collectives by where they fire
     computeOverlay() {
-      const O = window.CPViewerOverlay, g = this.model.g, d = this.degrees;
+      const O = window.CPViewerOverlay, g = this.model.g;
+      const wrong = O.checkDegrees(g, this.degrees); // drawn at ep 1 until ep fits
+      const d = wrong ? { ...this.degrees, ep: 1 } : { ...this.degrees };
+      if (this.epError) {
+        this.epError.textContent = wrong ? wrong + "; drawn at ep = 1" : "";
+        this.epField.setAttribute("aria-invalid", String(Boolean(wrong)));
+      }
       const colls = O.collectives(g, d), at = new Map();
       for (const c of colls) {
         if (!at.has(c.at)) at.set(c.at, []);
@@ -537,7 +562,19 @@
         }
       }
       const dp = O.dpMarkers(g, d); // module → DP/ZeRO marker (overlay_dp.py)
-      return { colls, at, stages, dp, on: d.dp * d.tp * d.pp * d.cp > 1 };
+      // EP: a mixture's two all-to-alls, drawn on its box while it is collapsed and on
+      // its experts' box once it is open; each expert, the EP rank that holds it
+      const ep = new Map(), experts = new Map();
+      for (const moe of d.ep > 1 ? O.mixtures(g) : []) {
+        const colls = at.get(moe.id).filter((c) => c.kind === "ep");
+        const n = moe.moe.experts.length;
+        const list = this.model.mods.get(moe.moe.experts[0]).parent;
+        ep.set(moe.id, { colls, list: false }).set(list, { colls, list: true });
+        moe.moe.experts.forEach((id, i) =>
+          experts.set(id, { index: i, of: n, rank: O.epRank(i, n, d.ep) }));
+      }
+      const on = d.dp * d.tp * d.pp * d.cp > 1;
+      return { d, colls, at, stages, dp, ep, experts, on };
     }
     stagesOf(key, isMod) {
       return this.overlay.stages.get((isMod ? "m:" : "o:") + key) || new Set([0]);
@@ -545,13 +582,15 @@
     ownClass(key, isMod) {
       if (!this.overlay.on) return "";
       const s = this.stagesOf(key, isMod), m = isMod ? this.model.mods.get(key) : null;
+      const d = this.overlay.d;
       let c = s.size === 1 ? "cp-stage-" + ([...s][0] % STAGES) : "cp-stage-mixed";
-      if (m && m.tp && this.degrees.tp > 1) c += " cp-tp-" + m.tp;
-      if (m && m.params && this.degrees.zero === 3 && this.degrees.dp > 1) c += " cp-zero3";
+      if (m && m.tp && d.tp > 1) c += " cp-tp-" + m.tp;
+      if (m && m.params && d.zero === 3 && d.dp > 1) c += " cp-zero3";
+      if (m && this.overlay.experts.has(key)) c += " cp-ep-expert";
       return c;
     }
     badge(key) {
-      const m = this.model.mods.get(key), d = this.degrees;
+      const m = this.model.mods.get(key), d = this.overlay.d;
       let b = "";
       if (m.tp && d.tp > 1) b += " · TP " + m.tp + " ÷" + d.tp;
       if (m.params && d.zero === 3 && d.dp > 1) b += " · ZeRO-3 ÷" + d.dp;
@@ -566,7 +605,8 @@
       const mk = make("g", { class: "cp-coll cp-kind-dp",
         "data-colls": JSON.stringify([[key, "dp", dp.name, sent]]) }, parent);
       make("circle", { cx: x, cy: y, r: 6 }, mk);
-      const z = this.degrees.zero, lines = [`${z ? "ZeRO-" + z : "DP"} over ${dp.group} ` +
+      const z = this.overlay.d.zero;
+      const lines = [`${z ? "ZeRO-" + z : "DP"} over ${dp.group} ` +
         `ranks, ${own ? "its own parameters" : "its parameters and those below"}: ` +
         `${bytes(sent)} ` +
         "sent per rank a step"];
@@ -577,9 +617,25 @@
         lines.push(`stage ${s}: ${bytes(v)} per rank of the stage`);
       make("title", {}, mk, lines.join("\n"));
     }
+    // a mixture's two all-to-alls, on the box where tokens enter it and leave it
+    epMarks(parent, key, open, w, h) {
+      const here = this.overlay.ep.get(key);
+      if (!here || (open && !here.list)) return []; // an open mixture: on its experts
+      return here.colls.map((c, i) => {
+        const mk = make("g", { class: "cp-coll cp-kind-ep", "aria-hidden": "true",
+          transform: `translate(${w / 2},${i * h})`,
+          "data-colls": JSON.stringify([[c.at, c.kind, c.name, c.bytes]]) }, parent);
+        make("circle", { cx: 0, cy: 0, r: 6 }, mk);
+        make("text", { x: 10, y: 4 }, mk, "EP " + c.name.split(":")[0]);
+        make("title", {}, mk, `EP ${c.name}, over ${c.group} ranks: ` +
+          `${bytes(c.bytes)} sent per rank a step`);
+        return mk;
+      });
+    }
 
     info(key) {
-      const M = this.model, p = this.panel, O = window.CPViewerOverlay, d = this.degrees;
+      const M = this.model, p = this.panel, O = window.CPViewerOverlay;
+      const d = this.overlay.d;
       p.textContent = "";
       const row = (k, v) => { const r = html("div", "", p); html("b", "", r, k + ": "); html("span", "", r, v); };
       let layer;
@@ -596,6 +652,12 @@
         const dp = this.overlay.dp.get(m.id);
         if (dp && dp.bytes !== dp.own)
           row("DP " + dp.name + ", all below", bytes(dp.bytes) + " sent per rank");
+        const ep = this.overlay.ep.get(m.id);
+        if (ep && ep.list) for (const c of ep.colls)
+          row("EP " + c.name, bytes(c.bytes) + " sent per rank");
+        const held = this.overlay.experts.get(m.id);
+        if (held) row("expert parallel", `expert ${held.index} of ${held.of}, held ` +
+          `by EP rank ${held.rank} of ${d.ep} (dp rank mod ${d.ep} = ${held.rank})`);
       } else {
         const op = M.ops.get(key.slice(2));
         html("div", "cp-viewer__title", p, op.op + " · " + (op.module || "(model)"));
@@ -607,7 +669,12 @@
       }
       if (this.overlay.on && !(key === "m:")) {
         const s = O.stage(layer, d.pp, M.g.stack.length);
-        row("owner ranks", "stage " + s + ": " + O.ranksOfStage(s, d).join(", "));
+        const m = key.startsWith("m:") ? M.mods.get(key.slice(2)) : null;
+        if (m && m.expert && d.ep > 1) { // only the ranks at its EP rank hold it
+          const r = O.epRank(m.expert.index, m.expert.of, d.ep);
+          row("owner ranks", `stage ${s}, EP rank ${r}: ` +
+            O.ranksOfEpRank(s, r, d).join(", "));
+        } else row("owner ranks", `stage ${s}: ` + O.ranksOfStage(s, d).join(", "));
       }
     }
     hint() {
@@ -616,7 +683,7 @@
     }
     // what the overlay's fills, borders and dots mean, for the degrees picked
     keyTo() {
-      const k = this.legend, d = this.degrees, O = this.overlay;
+      const k = this.legend, O = this.overlay, d = O.d;
       k.textContent = "";
       if (!O.on) return;
       const item = (cls, label, dot) => {
@@ -635,18 +702,21 @@
         item("cp-tp-row", "TP row split");
       }
       if (d.zero === 3 && d.dp > 1) item("cp-zero3", "ZeRO-3 sharded");
+      if (O.experts.size) item("cp-ep-expert", "expert, on the EP rank its box names");
       const kinds = new Set(O.colls.map((c) => c.kind));
       for (const [kind, label] of [["tp", "TP collective"], ["pp", "PP send/recv"],
-        ["cp", "CP ring"], ["dp", d.zero ? "ZeRO collective" : "DP all-reduce"]])
+        ["cp", "CP ring"], ["dp", d.zero ? "ZeRO collective" : "DP all-reduce"],
+        ["ep", "EP all-to-all: dispatch above the experts, combine below"]])
         if (kinds.has(kind)) item("cp-kind-" + kind, label, true);
     }
     rankTable() {
-      const t = this.table, d = this.degrees;
+      const t = this.table, d = this.overlay.d, O = window.CPViewerOverlay;
       t.textContent = "";
-      const rows = window.CPViewerOverlay.rankBytes(this.model.g, d);
+      const rows = O.rankBytes(this.model.g, d);
       const tab = html("table", "cp-viewer__table", t);
       const head = html("tr", "", html("thead", "", tab));
       const cols = ["weights", "grads", "optimizer", "buffers", "total", "tp", "pp", "cp", "dp"];
+      if (O.mixtures(this.model.g).length) cols.push("ep"); // a model with experts
       for (const c of ["stage", "ranks", ...cols.slice(0, 5), ...cols.slice(5).map((c) => c.toUpperCase() + " sent")])
         html("th", "", head, c).scope = "col";
       const body = html("tbody", "", tab);
@@ -663,7 +733,9 @@
       html("p", "cp-viewer__note", t, "Bytes per rank, the sizing calculator's: weights, " +
         "gradients, Adam state, ZeRO-3's gathered block (no activations); sent: bytes a " +
         "rank sends in one step of one micro-batch (nccl-tests' bus factors; PP: both " +
-        "directions over the boundary to the next stage).");
+        "directions over the boundary to the next stage)." + (cols.includes("ep")
+        ? " A rank holds E/ep of each mixture's experts; EP: the dispatch and " +
+          "combine all-to-alls, forward and backward, at uniform routing." : ""));
     }
 
     find(q) {

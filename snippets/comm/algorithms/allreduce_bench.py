@@ -14,8 +14,9 @@ the idle fit, a ping-pong between two ranks, and the busy fit, a ring exchange w
 every rank sending at once. Then a sweep (``snippets.comm.collective.collective_sweep``)
 of every algorithm at every size, each checked against the built-in, then timed with it
 in turns (``snippets.core.timing``), and predicted from both fits; all-gather and
-reduce-scatter with our rings. Then our ring beside the built-in at one large size on 2
-and on all ranks, and what our input handshake costs. A row gives the median time,
+reduce-scatter with our rings. Then our ring beside the built-in at one large size on
+all the ranks (the 2-rank target at that size is ``ring_profile``'s, one run that both
+notes include), and what our input handshake costs. A row gives the median time,
 nccl-tests' busbw, and ours ÷ built-in in busbw (the built-in's time ÷ ours, round by
 round: above 1, ours was faster) with its interquartile range; a "fastest" is named
 only where the ranges separate. ``--json`` prints the sweep's records, one per line
@@ -28,13 +29,21 @@ check across ranks (torch's built-in has none); ``--handshake`` keeps it.
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from typing import Sequence
 
 import torch.distributed as dist
 
 from snippets.comm.algorithms import allreduce
-from snippets.comm.algorithms.allreduce_claims import FITS, builtin_row, findings
+from snippets.comm.algorithms.allreduce_claims import (
+    FITS,
+    builtin_row,
+    findings,
+    fit_errors,
+    fit_row,
+    fits_point,
+)
 from snippets.comm.collective.collective_sweep import (
     COLLECTIVES,
     HEADER,
@@ -45,7 +54,7 @@ from snippets.comm.collective.collective_sweep import (
 )
 from snippets.comm.cost import cost_model
 from snippets.comm.cost.cost_model import size_text
-from snippets.core.charts import line_chart
+from snippets.core.charts import Note, line_chart
 from snippets.core.cli import (
     OneLineParser,
     add_run_arguments,
@@ -185,9 +194,24 @@ def best_row(records: list[dict], size: int) -> dict:
     }
 
 
+def farthest_from_model(records: list[dict], names: Sequence[str]) -> Note | None:
+    """The measured point furthest from its prediction (as a ratio, either way)."""
+    mine = [
+        r
+        for r in records
+        if _label(r) in names and min(r["time_s"], r["predicted_ring_s"]) > 0
+    ]
+    if not mine:
+        return None
+    r = max(mine, key=lambda r: abs(math.log(r["time_s"] / r["predicted_ring_s"])))
+    ratio = r["time_s"] / r["predicted_ring_s"]
+    return Note(f"{ratio:.2g}× its model's time", _label(r), r["size_bytes"])
+
+
 def chart(records: list[dict], names: Sequence[str], title: str) -> dict:
     """Measured time per name and its prediction from the busy fit (dashed, the same
-    colour), and the built-in's time."""
+    colour), and the built-in's time; a note where a measurement is furthest from
+    its model."""
     series: dict[str, list] = {}
     model_of: dict[str, str] = {}
     for name in names:
@@ -210,7 +234,10 @@ def chart(records: list[dict], names: Sequence[str], title: str) -> dict:
         y_label="seconds",
         log_x=True,
         log_y=True,
+        x_unit="B",
+        y_unit="s",
         model_of=model_of,
+        note=farthest_from_model(records, names),
         description=f"{title}. Each algorithm's measured median time (solid) and the "
         "α-β-γ prediction from the busy (ring-exchange) fit (dashed, same colour).",
     )
@@ -238,10 +265,11 @@ def main(
                 f"at least {4 * p} B"
             )
     fit_sizes = [2**e for e in range(3, 24, 4)]  # 8 B … 8 MiB
-    machines = {
-        pattern: cost_model.measure_machine(fit_sizes, pattern=pattern)[0]
+    fitted = {
+        pattern: cost_model.measure_machine(fit_sizes, pattern=pattern)
         for pattern in cost_model.PATTERNS
     }
+    machines = {pattern: m for pattern, (m, _) in fitted.items()}
     for pattern, m in machines.items():
         say(
             f"{FITS[pattern]} fit ({pattern.replace('_', '-')}): α = "
@@ -261,9 +289,11 @@ def main(
                           handshake)  # fmt: skip
             (records if c == "all_reduce" else others).extend(found)
     swept = sorted({r["size_bytes"] for r in records})
+    samples = {pattern: raw for pattern, (_, raw) in fitted.items()}
+    fits = fit_errors(machines, samples, records) if records else []
+    fits_point(fits)  # the note's point on the fits: fails the run if contradicted
     targets = [target_mib << 20] if target_mib else []
-    target = [ring_target(s, q) for s in targets for q in sorted({2, p})]
-    target = [row for row in target if "IQR" in row]  # the ranks that took part
+    target = [ring_target(s, p) for s in targets]
     tables = {
         "sweep": [time_row(r) for r in records],
         "ratios": [ratio_row(r) for r in records],
@@ -273,6 +303,7 @@ def main(
             for s in swept
         ],
         "target": target,
+        "fits": [fit_row(f) for f in fits],  # each: its own points, the all-reduces
         "handshake": [handshake_cost(1 << 20)] if records else [],
         "gather_scatter": [gather_scatter_row(r) for r in others],
     }

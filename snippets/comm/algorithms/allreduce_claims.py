@@ -1,13 +1,14 @@
 """What the cost model and the all-reduce benchmark may say, from this run's numbers.
 
 Two kinds of sentence (``snippets.core.claims``): fixed statements about the fit and
-the model, which ``model_claims`` checks and which fail the run when contradicted; and
-comparisons of measured times, which ``findings`` writes from the records so that they
-rank only what the spread separates. "Faster" and "slower" are the paired ratio's IQR
-(built-in ÷ ours over interleaved rounds) lying wholly above or below 1, or two such
-IQRs not overlapping. The two fits of the benchmark are named apart: the *idle* fit
-(a ping-pong between two ranks while the others wait) and the *busy* fit (a ring
-exchange, every rank sending at once).
+the model, which ``model_claims`` and ``fits_point`` (each fit predicts the all-reduces
+less well than the points it was fitted to) check and which fail the run when
+contradicted; and comparisons of measured times, which ``findings`` writes from the
+records so that they rank only what the spread separates. "Faster" and "slower" are
+the paired ratio's IQR (built-in ÷ ours over interleaved rounds) lying wholly above or
+below 1, or two such IQRs not overlapping. The two fits of the benchmark are named
+apart: the *idle* fit (a ping-pong between two ranks while the others wait) and the
+*busy* fit (a ring exchange, every rank sending at once).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from snippets.core.claims import (
 from snippets.core.timing import spread
 
 FITS = {"ping_pong": "idle", "ring": "busy"}  # pattern → the name the note uses
+WHAT = {"ping_pong": "ping-pong, ranks 0 and 1", "ring": "ring exchange, every rank"}
 TARGET = 0.9  # our ring ÷ the built-in's busbw, at 64 MiB on 2 ranks
 OUTCOME = {
     FASTER: "met: the whole IQR lies above it",
@@ -80,6 +82,61 @@ def model_claims(m: Machine, sizes: Sequence[int], rounds: Sequence[list]) -> li
         ],
         facts,
     )
+
+
+def median_error(predicted: Sequence[float], measured: Sequence[float]) -> float:
+    """The median of |predicted − measured| / measured."""
+    return statistics.median(abs(p - t) / t for p, t in zip(predicted, measured))
+
+
+def fit_errors(machines: dict, samples: dict, records: list[dict]) -> list[dict]:
+    """Each fit beside what it explains: the median error of α + mβ on the points it
+    was fitted to (``own``), and of its predictions of the all-reduces (``sweep``)."""
+    fits = []
+    for pattern, m in machines.items():
+        sizes, own = samples[pattern]["sizes"], samples[pattern][f"{pattern}_s"]
+        swept = [r for r in records if r.get(f"predicted_{pattern}_s")]
+        fits.append(
+            {
+                "fit": FITS[pattern],
+                "what": WHAT[pattern],
+                "alpha_s": m.alpha,
+                "beta_s_per_byte": m.beta,
+                "own": median_error([m.alpha + s * m.beta for s in sizes], own),
+                "sweep": median_error(
+                    [r[f"predicted_{pattern}_s"] for r in swept],
+                    [r["time_s"] for r in swept],
+                ),
+            }
+        )
+    return fits
+
+
+def fit_row(f: dict) -> dict:
+    """One fit as the note's table shows it."""
+    return {
+        "fit": f["fit"],
+        "measured by": f["what"],
+        "α (µs)": f["alpha_s"] * 1e6,
+        "β (ns/B)": f["beta_s_per_byte"] * 1e9,
+        "median error, its own points": f"{f['own']:.0%}",
+        "median error, the all-reduces": f"{f['sweep']:.0%}",
+    }
+
+
+FIT_CLAIMS = [
+    Claim(
+        "the {fit} fit predicts the all-reduces less well than it fits the {what} it "
+        "was measured on (median error {sweep:.0%} against {own:.0%})",
+        lambda f: f["sweep"] > f["own"],
+    )
+]
+
+
+def fits_point(fits: list[dict]) -> list[str]:
+    """The note's point on the fits, checked on every fit of this run: ClaimFailed
+    (an AssertionError naming the sentence) where one contradicts it."""
+    return [line for f in fits for line in check(FIT_CLAIMS, f)]
 
 
 def ratio_of(r: dict) -> Spread:

@@ -27,7 +27,8 @@ from snippets.comm.cost.cost_formulas import (
     size_text,
 )
 from snippets.comm.ping_pong import ping_pong_rounds
-from snippets.core.charts import line_chart
+from snippets.core.charts import Note, line_chart
+from snippets.core.claims import Claim, check
 from snippets.core.cli import main_entry
 from snippets.core.measure import time_it
 from snippets.core.runtime import Spec, device, print0
@@ -123,6 +124,28 @@ def measure_machine(
 # --8<-- [end:measure]
 
 
+TERMS = [
+    Claim(
+        "α is {small_share:.0%} of α + mβ at {small}, mβ {large_share:.0%} at "
+        "{large}: α decides small messages, β large ones",
+        lambda f: f["small_share"] > 0.5 and f["large_share"] > 0.5,
+    )
+]
+
+
+def terms_point(m: Machine, sizes: Sequence[int]) -> str:
+    """The note's point on the two terms, checked on this run's fit: ClaimFailed (an
+    AssertionError naming the sentence) where the fit contradicts it."""
+    small, large = min(sizes), max(sizes)
+    facts = {
+        "small": size_text(small),
+        "large": size_text(large),
+        "small_share": m.alpha / (m.alpha + small * m.beta),
+        "large_share": large * m.beta / (m.alpha + large * m.beta),
+    }
+    return check(TERMS, facts)[0]
+
+
 def latency_tables(m: Machine) -> tuple[list[dict], list[dict]]:
     """Where the ring is latency-bound, for growing p; where it overtakes the others."""
     ring_rows, cross_rows = [], []
@@ -150,22 +173,34 @@ def latency_tables(m: Machine) -> tuple[list[dict], list[dict]]:
 
 
 def charts(m: Machine, sizes: list[int], t_net: list[float], p_show: int) -> dict:
-    curve = [2**e for e in range(3, 29)]
     fit = "α + mβ (fit)"
+    # where the two terms are equal, α = mβ: below it a message is mostly start-up
+    even = m.alpha / m.beta if m.alpha > 0 and m.beta > 0 else 0.0
+    shown = sizes[0] <= even <= sizes[-1]
+    # sampled as the predictions are; the chart draws it only where it was measured
+    line = sorted({*(2.0**e for e in range(3, 29)), *([even] if shown else [])})
     pingpong = line_chart(
         {
             "measured ping-pong": list(zip(sizes, t_net)),
-            fit: [(s, m.alpha + s * m.beta) for s in curve],
+            fit: [(s, m.alpha + s * m.beta) for s in line],
         },
         title="Ping-pong between two ranks: half the round trip",
         x_label="message size m (bytes)",
         y_label="seconds",
         log_x=True,
         log_y=True,
+        x_unit="B",
+        y_unit="s",
         model_of={fit: "measured ping-pong"},
+        note=Note(f"α = mβ at {size_text(even)}", fit, even) if shown else None,
         description="Half a ping-pong round trip against message size, measured "
         "(points) and the fitted line α + mβ (dashed), both axes logarithmic.",
     )
+    # the ring's 2(p-1)α equals its bytes' time here: the table's "latency-bound below"
+    curve = [2.0**e for e in range(3, 29)]
+    bound = ring_latency_bound_below(p_show, m)
+    shown = curve[0] <= bound <= curve[-1]
+    curve = sorted({*curve, *([bound] if shown else [])})
     predicted = line_chart(
         {name: [(s, predict(name, p_show, s, m)) for s in curve] for name in FORMULAS},
         title=f"Predicted all-reduce on {p_show} ranks with this machine's α, β, γ",
@@ -173,6 +208,11 @@ def charts(m: Machine, sizes: list[int], t_net: list[float], p_show: int) -> dic
         y_label="seconds",
         log_x=True,
         log_y=True,
+        x_unit="B",
+        y_unit="s",
+        note=Note(f"ring latency-bound below {size_text(bound)}", "ring", bound)
+        if shown
+        else None,
         description=f"The α-β-γ model's time for each all-reduce algorithm on {p_show} "
         "ranks against buffer size, from the constants fitted in this run.",
     )
@@ -187,6 +227,7 @@ def main() -> dict:
     median_error = sorted(errors)[len(errors) // 2]
     # the oracle is the measurement: the line must explain the samples it came from
     checked = model_claims(m, sizes, raw["ping_pong_rounds_s"])
+    terms = terms_point(m, sizes)
     print0(
         f"α = {m.alpha * 1e6:.1f} µs   β = {m.beta * 1e9:.3f} ns/B "
         f"({1 / m.beta / 1e9:.2f} GB/s)   γ = {m.gamma * 1e9:.3f} ns/B "
@@ -194,6 +235,7 @@ def main() -> dict:
     )
     print0(f"fit: median error {median_error:.0%} over {len(sizes)} ping-pong sizes;")
     print0(f"     {checked[1]}")
+    print0(f"     {terms}")
     ping = [
         {"m": size_text(s), "measured (µs)": t * 1e6, "α + mβ (µs)": f * 1e6}
         | {"error": f"{e:.0%}"}

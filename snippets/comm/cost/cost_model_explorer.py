@@ -127,6 +127,8 @@ def explorer(m: Machine | None, p: int = 6) -> dict:
         title="All-reduce time by the α-β model: the band is the winner",
         x_label="buffer (bytes)",
         y_label="predicted time (s)",
+        x_unit="B",
+        y_unit="s",
         reference="fitted best (s)" if m else None,
         description=f"Each algorithm's predicted time; sliders start at {where}; "
         "the dashed grey curve is the best time at the fit.",

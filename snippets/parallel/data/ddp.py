@@ -15,7 +15,11 @@ that are all-reduced while the backward pass is still running.
   the world size (SUM then divide: gloo's ``ReduceOp.AVG`` has been wrong) and copies
   the means back into ``.grad``.
 * ``with ddp.no_sync():`` backward only accumulates ``.grad`` locally; the next
-  synced backward averages the accumulated sum.
+  synced backward averages the accumulated sum. ``accumulate(ddp, micro_batches)``:
+  k micro-batches as one step, each loss ÷ k, all but the last under ``no_sync()``.
+* ``average_bucket(params, group)``: what one bucket goes through, in one call
+  (flatten, SUM all-reduce, ÷ p, copy back); ``DDP`` runs the same pieces in two
+  halves, around an asynchronous all-reduce.
 
 Decided and tested: frozen parameters (``requires_grad=False``) get no hook and no
 bucket; a tied weight (tiny_gpt's ``tok_emb``/``lm_head``) is one parameter, in one
@@ -65,6 +69,35 @@ def naive_allreduce_grads(module: nn.Module, group=None) -> None:
 
 
 # --8<-- [end:naive]
+
+
+# --8<-- [start:bucket]
+def flatten_grads(params: list[torch.Tensor]) -> torch.Tensor:
+    """One bucket's gradients, copied into one flat tensor: one message, not many."""
+    return torch.cat([t.grad.flatten() for t in params])  # (bucket numel,)
+
+
+def unflatten_mean(flat: torch.Tensor, params: list[torch.Tensor], p: int) -> None:
+    """The summed bucket ÷ p (SUM, then divide: gloo's ``ReduceOp.AVG`` has been
+    wrong), each slice copied back into its parameter's ``.grad``."""
+    flat.div_(p)
+    offset = 0
+    for t in params:
+        t.grad.copy_(flat[offset : offset + t.numel()].view_as(t.grad))
+        offset += t.numel()
+
+
+def average_bucket(params: list[torch.Tensor], group=None) -> None:
+    """Each ``.grad`` of one bucket's parameters becomes its mean over ``group``, in
+    one all-reduce for the whole bucket; the parameters themselves are not touched.
+    ``DDP`` below does the same in two halves: the flatten and an asynchronous
+    all-reduce when the bucket's last gradient lands, the rest when backward ends."""
+    flat = flatten_grads(params)
+    dist.all_reduce(flat, op=dist.ReduceOp.SUM, group=group)
+    unflatten_mean(flat, params, dist.get_world_size(group))
+
+
+# --8<-- [end:bucket]
 
 
 # --8<-- [start:ddp]
@@ -130,8 +163,7 @@ class DDP(nn.Module):
         return hook
 
     def _launch(self, b: int) -> None:
-        grads = [self.params[i].grad for i in self.buckets[b]]
-        flat = torch.cat([g.flatten() for g in grads])  # (bucket numel,)
+        flat = flatten_grads([self.params[i] for i in self.buckets[b]])
         event = next(e for e in self.timeline if e["bucket"] == b)
         event["start"] = time.perf_counter_ns()
         work = dist.all_reduce(flat, dist.ReduceOp.SUM, self.group, async_op=True)
@@ -145,12 +177,8 @@ class DDP(nn.Module):
         launched = len(self.works)
         missing = [i for i in range(len(self.params)) if i not in self.fired]
         for b, (_, flat) in enumerate(self.works):
-            flat.div_(self.dp_world_size)  # SUM, then divide: the mean
-            offset = 0
-            for i in self.buckets[b]:
-                g = self.params[i].grad
-                g.copy_(flat[offset : offset + g.numel()].view_as(g))
-                offset += g.numel()
+            params = [self.params[i] for i in self.buckets[b]]
+            unflatten_mean(flat, params, self.dp_world_size)
         self._reset()
         if launched < len(self.buckets):
             names = [self.names[id(self.params[i])] for i in missing]
@@ -166,6 +194,22 @@ class DDP(nn.Module):
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bucket-cap-mb", type=positive_float, default=0.05)
     parser.add_argument("--steps", type=positive_int, default=3)
+
+
+# --8<-- [start:accumulate]
+def accumulate(model: DDP, micro_batches: list[tuple]) -> None:
+    """Backward over k equal micro-batches as one step on all of them: each loss ÷ k
+    (the big batch's mean is the mean of the k means), all but the last backward
+    under ``no_sync()``, so the summed gradients are averaged over the ranks once."""
+    k = len(micro_batches)
+    for j, (idx, targets) in enumerate(micro_batches):
+        last = j == k - 1
+        with contextlib.nullcontext() if last else model.no_sync():
+            _, loss = model(idx, targets)
+            (loss / k).backward()
+
+
+# --8<-- [end:accumulate]
 
 
 # --8<-- [start:train]

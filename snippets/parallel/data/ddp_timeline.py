@@ -93,7 +93,8 @@ def overlap_chart(table: list[dict]) -> dict:
     ]  # fmt: skip
     return timeline_chart(
         spans, title="One DDP step: buckets' backward and all-reduce",
-        x_label="time after backward started (ms)", kinds=["backward", "all-reduce"],
+        x_label="time after backward started", x_unit="ms",
+        kinds=["backward", "all-reduce"],
         description="Per rank, when each bucket's gradients were computed and when "
         "its all-reduce ran, as stamped.",
     )  # fmt: skip

@@ -23,7 +23,10 @@ replayed with each action's measured time and instant messages. Close to the exe
 bubble, the gap is in the compute (uneven stages, ranks sharing cores); close to the
 formula, it is messages.
 ``ratio``: executed ÷ formula, the median over the runs with its IQR. ``action_ms``:
-median and quartiles of the F and B times, how even the compute was.
+median and quartiles of the F and B times, how even the compute was; ``f_ms``,
+``b_ms``: the median F and the median B. The formula holds for any ratio of B to F
+(the plan played with those two medians leaves exactly its bubble), so the run checks
+the note's point that a B took longer than an F and that this did not move the bubble.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
-from snippets.core.claims import Spread
+from snippets.core.claims import Claim, Spread, check, ratio_sentence, signed
 from snippets.core.cli import (
     OneLineParser,
     add_run_arguments,
@@ -53,9 +56,11 @@ from snippets.parallel.pipeline.pipeline_formulas import bubble_formula
 from snippets.parallel.pipeline.pipeline_schedules import schedule
 from snippets.parallel.pipeline.pipeline_timeline import (
     executed_bubble,
+    kind_times,
     replayed_bubble,
 )
 from snippets.parallel.pipeline.pipeline_torch import torch_schedule, torch_step
+from snippets.parallel.pipeline.pipeline_validate import simulate
 
 BENCH = "pipeline"
 SPEC = Spec(
@@ -64,7 +69,6 @@ SPEC = Spec(
     world_size=2,
 )
 TARGET = 1.1  # our step at most this many times torch's
-BUBBLE_TOLERANCE = 0.10  # measured ÷ formula within 1 ± this
 ROUNDS, REPEATS = 15, 5  # paired step rounds; bubble runs
 
 
@@ -117,7 +121,7 @@ def bubbles(m: int, rows: int, repeats: int) -> dict:
     cfg = config(p, wide=True)
     idx, targets = random_batch(cfg, rows, device=device())
     model, plan = GPT(cfg).to(device()), schedule("1f1b", p, m)
-    executed, replayed, steps, took = [], [], [], []
+    executed, replayed, steps, took, runs = [], [], [], [], []
     for i in range(repeats + 1):
         model.zero_grad(set_to_none=True)
         run = execute(model, "1f1b", idx, targets, m)
@@ -128,17 +132,21 @@ def bubbles(m: int, rows: int, repeats: int) -> dict:
             replayed.append(replayed_bubble(plan, per_rank, 1))
             steps.append(max(s["end"] for r in per_rank for s in r) / 1e9)
             took += [s["end"] - s["start"] for r in per_rank for s in r]
+            runs.append(per_rank)
     formula = float(bubble_formula("1f1b", p, m))
     found, ms = Spread.of([b / formula for b in executed]), Spread.of(took)
+    kinds = kind_times(runs)  # ms: the median F, the median B
     return {
         "impl": "1f1b_bubble", "baseline": "formula", "world_size": p,
         "time_s": statistics.median(steps),
         "bubble": statistics.median(executed), "bubble_formula": formula,
         "bubble_replayed": statistics.median(replayed),
         "ratio": found.median, "ratio_lo": found.lo, "ratio_hi": found.hi,
-        "target": 1 + BUBBLE_TOLERANCE,
+        "ratios": [b / formula for b in executed],
         "repeats": repeats, "m": m, "d": cfg.n_embd, "rows": rows,
         "action_ms": [ms.median / 1e6, ms.lo / 1e6, ms.hi / 1e6],  # F and B
+        "f_ms": kinds["F"], "b_ms": kinds["B"],
+        "plan_at": float(simulate(plan, 1, times=kinds | {"W": 0}).bubble),
     }  # fmt: skip
 
 
@@ -157,21 +165,44 @@ def measure(m: int, rounds: int, repeats: int) -> list[dict]:
     return [step, bubbles(m, m, repeats)]
 
 
+BUBBLE_CLAIMS = [
+    Claim(
+        "a B took longer than an F ({b_ms:.1f} against {f_ms:.1f} ms), and the 1F1B "
+        "plan played with those two times leaves the formula's bubble ({plan_at:.3f} "
+        "against {bubble_formula:.3f})",
+        lambda r: (
+            r["b_ms"] > r["f_ms"] and abs(r["plan_at"] - r["bubble_formula"]) < 1e-9
+        ),
+    ),
+]
+
+
+def bubble_point(r: dict) -> list[str]:
+    """The note's point on the bubble, checked on this run's record: ClaimFailed
+    (an AssertionError naming the sentence) where the run contradicts it."""
+    return check(BUBBLE_CLAIMS, r)
+
+
 def bubble_sentence(r: dict) -> str:
-    lo, hi = r["ratio_lo"], r["ratio_hi"]
-    inside = abs(r["ratio"] - 1) <= BUBBLE_TOLERANCE
-    compute = r["bubble_replayed"] - r["bubble_formula"]
-    messages = r["bubble"] - r["bubble_replayed"]
+    """The bubble as the note says it: executed against the formula, the paired
+    ratio's side of 1 by its IQR, and the gap split into compute and messages."""
+    ratio = ratio_sentence(
+        r["ratios"], "executed ÷ formula", "above the formula", "below the formula"
+    )
+    compute = signed(r["bubble_replayed"] - r["bubble_formula"], 3)
+    messages = signed(r["bubble"] - r["bubble_replayed"], 3)
     return (
         f"At {r['world_size']} ranks and m={r['m']} the executed 1F1B bubble was "
-        f"{r['bubble']:.3f} of the time, {r['ratio']:.2f}× the formula's "
-        f"(p − 1)/(m + p − 1) = {r['bubble_formula']:.3f} (quartiles {lo:.2f}–"
-        f"{hi:.2f} over {r['repeats']} runs): {'within' if inside else 'outside'} "
-        f"±{BUBBLE_TOLERANCE:.0%}. Replayed with the measured action times and "
-        f"instant messages: {r['bubble_replayed']:.3f}. Of the gap to the formula, "
-        f"{compute:+.3f} is in the compute (the replay: uneven and noisy action "
-        f"times) and {messages:+.3f} in the messages and waits between actions. An "
-        f"action took {Spread(*r['action_ms']).text(0)} ms (median [quartiles])."
+        f"{r['bubble']:.3f} of the time; the formula (p−1)/(m+p−1) says "
+        f"{r['bubble_formula']:.3f}. {ratio.replace('rounds', 'runs')} An F took "
+        f"{r['f_ms']:.1f} ms and a B {r['b_ms']:.1f} ms (medians); played with those "
+        f"two times the plan leaves {r['plan_at']:.3f}, the formula's bubble. "
+        f"Replayed with each action's own time and instant messages: "
+        f"{r['bubble_replayed']:.3f}. Of the gap to the formula, {compute} is in the "
+        f"compute (the replay minus the formula: actions that differ from one "
+        f"another) and {messages} in the messages and waits between actions "
+        f"(executed minus replay). An action took "
+        f"{Spread(*r['action_ms']).text(0)} ms (median [quartiles])."
     )
 
 
@@ -235,6 +266,7 @@ def bench(argv: list[str]) -> int:
 
 def main(m: int = 8, rounds: int = ROUNDS, repeats: int = REPEATS) -> dict:
     records = measure(m, rounds, repeats)
+    bubble_point(records[1])  # a run that contradicts the note's point fails
     for line in lines(records):
         print0(line)
     said = [sentence(records[0], "our 1F1B step", "torch's Schedule1F1B")]

@@ -19,6 +19,7 @@ import torch
 import torch.distributed as dist
 
 from snippets.core.charts import picked_timeline
+from snippets.core.claims import signed
 from snippets.core.cli import main_entry
 from snippets.core.runtime import Spec, print0
 from snippets.models.tiny_gpt import GPT, random_batch
@@ -73,8 +74,8 @@ def gap_sentence(runs: list[dict]) -> str:
     gaps = [r["bubble"] - r["formula"] for r in runs]
     return (
         f"{above} of {len(runs)} executed bubbles came out above the formula's; "
-        f"executed minus formula ranged from {min(gaps):+.2f} to {max(gaps):+.2f} "
-        f"(median {statistics.median(gaps):+.2f})."
+        f"executed minus formula ranged from {signed(min(gaps))} to "
+        f"{signed(max(gaps))} (median {signed(statistics.median(gaps))})."
     )
 
 
@@ -137,7 +138,8 @@ def main() -> dict:
         spans,
         settings={"schedule": NAMES, "p": PS[: len(groups)], "m": MS, "v": VS},
         title="Pipeline schedules as executed: pick one",
-        x_label="time (ms)",
+        x_label="time",
+        x_unit="ms",
         kinds=["F", "B", "W", "bubble"],
         idle="bubble",
         captions=captions,

@@ -9,6 +9,8 @@ rank's chunks, so its state is 1/N of the model's.
 
 * Stage 1: backward fills full gradients as usual; ``step()`` reduce-scatters each
   (Σ, then ÷ N), steps the chunks, all-gathers the parameters. 2Ψ per step.
+  ``zero1_step(params, state, lr, momentum)`` is that step with SGD as one function,
+  its pieces and optimizer kept in ``state`` between calls.
 * Stage 2: the reduce-scatter runs in a post-accumulate-grad hook the moment each
   gradient is ready, and the full gradient is dropped at once. 2Ψ.
 * Stage 3: parameters live as chunks. A model with ``blocks`` (the tiny GPT) is
@@ -84,6 +86,25 @@ def _reduce_and_drop(piece: Piece, param: torch.Tensor) -> None:
     """Stage 2, as soon as ∇param is accumulated: keep only this rank's chunk."""
     piece.reduce_grad(into_param_grad=False)
     param.grad = None
+
+
+def zero1_step(
+    params: list[nn.Parameter],
+    state: dict,
+    lr: float,
+    momentum: float,
+    group: dist.ProcessGroup | None = None,
+) -> None:
+    """One SGD-with-momentum step of ``params`` under ZeRO stage 1, as a function:
+    the first call cuts the parameters into pieces and keeps them, and an SGD over
+    this rank's chunks only, in ``state``; every call is a stage-1 ``step()``."""
+    if "optimizer" not in state:
+        comm = CommCounter(group)
+        pieces = [Piece(t, comm, own_storage=False) for t in params]
+        chunks = [piece.chunk for piece in pieces]
+        inner = torch.optim.SGD(chunks, lr=lr, momentum=momentum)
+        state["optimizer"] = ZeroOptimizer(pieces, inner, stage=1, comm=comm)
+    state["optimizer"].step()
 
 
 # --8<-- [end:optimizer]

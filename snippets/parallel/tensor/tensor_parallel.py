@@ -225,4 +225,15 @@ class RowParallelLinear(nn.Module):
         return y if self.bias is None else y + self.bias
 
 
+def column_parallel(x: torch.Tensor, linear: nn.Linear, group=None) -> torch.Tensor:
+    """This rank's block of ``linear(x)``'s output features, (…, n) → (…, n/t)."""
+    return ColumnParallelLinear.from_dense(linear, group)(x)
+
+
+def row_parallel(x: torch.Tensor, linear: nn.Linear, group=None) -> torch.Tensor:
+    """``linear``'s whole output from this rank's block of input features, x (…, k/t)
+    → (…, n), summed over the group."""
+    return RowParallelLinear.from_dense(linear, group)(x)
+
+
 # --8<-- [end:layers]

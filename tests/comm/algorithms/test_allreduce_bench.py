@@ -131,7 +131,7 @@ def test_main_reports_on_three_ranks():
     for spec in main["figures"].values():
         charts.validate(spec)
         assert spec["description"]
-    assert [row["ranks"] for row in main["tables"]["target"]] == [2, 3]
+    assert [row["ranks"] for row in main["tables"]["target"]] == [3]  # all of them
     assert main["markdown"]["findings"].count("\n- ") >= 4
     # the baseline's own spread, one row per size of the sweep, over every round
     assert (
@@ -212,3 +212,29 @@ def test_bench_on_nccl():
     assert proc.returncode == 0, proc.stderr[-2000:]
     records = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
     assert records and all(r["backend"] == "nccl" for r in records)
+
+
+def _record(name: str, size: int, measured: float, model: float) -> dict:
+    return {"collective": "all_reduce", "algorithm": name, "backend": "gloo",
+            "size_bytes": size, "time_s": measured, "predicted_ring_s": model,
+            "baseline_time_s": measured}  # fmt: skip
+
+
+def test_the_chart_notes_the_measurement_furthest_from_its_model():
+    records = [
+        _record("ring", 4096, 2e-4, 1e-4),  # 2× the model
+        _record("ring", 1 << 20, 3e-3, 2.9e-3),
+        _record("double_tree", 4096, 1e-4, 4e-4),  # a quarter: furthest, below
+        _record("double_tree", 1 << 20, 5e-3, 5e-3),
+    ]
+    spec = ab.chart(records, ["ring", "double_tree"], "t")
+    charts.validate(spec)
+    notes = {
+        (r["series"], r["x"], r["y"], r["text"])
+        for layer in spec["layer"]
+        for r in layer.get("data", {}).get("values", [])
+        if "text" in r
+    }
+    assert notes == {("double_tree", 4096, 1e-4, "0.25× its model's time")}
+    # the models are drawn only where measured: no point past 1 MiB
+    assert max(r["x"] for r in spec["data"]["values"]) == 1 << 20

@@ -113,3 +113,38 @@ def test_the_baseline_is_questioned_only_when_it_mostly_waits():
     assert row["idle fit's ring (ms)"] == pytest.approx(
         predict("ring", 4, 4096, MACHINES["ping_pong"]) * 1e3
     )
+
+
+def fits_of(own_off: float, sweep_off: float) -> list[dict]:
+    """Both fits of M: their own points measured own_off above α + mβ, the sweep's
+    all-reduces sweep_off above what each fit predicts."""
+    line = [M.alpha + s * M.beta for s in SIZES]
+    samples = {
+        p: {"sizes": SIZES, f"{p}_s": [t * (1 + own_off) for t in line]}
+        for p in ac.FITS
+    }
+    records = [
+        {f"predicted_{p}_s": t for p in ac.FITS} | {"time_s": t * (1 + sweep_off)}
+        for t in (1e-3, 2e-3, 5e-3)
+    ]
+    return ac.fit_errors({p: M for p in ac.FITS}, samples, records)
+
+
+def test_the_fits_point_holds_where_the_sweep_is_predicted_worse():
+    fits = fits_of(own_off=0.25, sweep_off=1.0)  # errors: 0.25/1.25 and 1.0/2.0
+    assert [(f["own"], f["sweep"]) for f in fits] == [
+        (pytest.approx(0.2), pytest.approx(0.5))
+    ] * 2
+    said = ac.fits_point(fits)
+    assert said[0] == (
+        "the idle fit predicts the all-reduces less well than it fits the ping-pong, "
+        "ranks 0 and 1 it was measured on (median error 50% against 20%)"
+    )
+    assert ac.fit_row(fits[1])["median error, the all-reduces"] == "50%"
+
+
+def test_a_fit_that_predicts_the_sweep_as_well_as_its_own_points_fails_the_run():
+    with pytest.raises(ClaimFailed, match="the idle fit predicts .* 17% against 20%"):
+        ac.fits_point(fits_of(own_off=0.25, sweep_off=0.2))  # 17% against 20%
+    with pytest.raises(ClaimFailed, match="median error 9% against 20%"):
+        ac.fits_point(fits_of(own_off=0.25, sweep_off=0.1))

@@ -71,7 +71,8 @@ def test_main_on_two_ranks_renders_its_own_numbers() -> None:
         assert wall == pytest.approx(
             parts[0] + rows["the thread that runs it, off the CPU (ms)"][col]
         )
-    assert P.target_sentence("4 MiB", 2, ratio) in res["markdown"]["verdict"]
+    assert res["markdown"]["target"] == f"- {P.target_sentence('4 MiB', 2, ratio)}"
+    assert "the target" not in res["markdown"]["verdict"]  # said once, in "target"
 
 
 def test_bad_size_is_one_line_and_exit_2() -> None:

@@ -1,8 +1,10 @@
 """Tests for snippets.comm.cost.cost_model: the fit against synthetic data with known α
-and β, and the measurement and its report on real ranks (gloo)."""
+and β, the measurement and its report on real ranks (gloo), and the charts' notes at
+points the formulas place by hand."""
 
 from __future__ import annotations
 
+import json
 import random
 import subprocess
 import sys
@@ -132,3 +134,62 @@ def test_tables_fit_the_page():
     for row in cross_rows:
         assert all(len(str(v)) <= 40 for v in row.values())
     assert cross_rows[2]["ring vs halving_doubling"] == "halving_doubling always"
+
+
+def test_the_terms_point_holds_on_a_fit_and_fails_on_one_that_contradicts_it():
+    fit = Machine(alpha=50e-6, beta=1e-9, gamma=0.0)  # 50 µs, 1 GB/s
+    said = cm.terms_point(fit, [8, 2**23])
+    # 8 B: 50 µs of 50.008 µs; 8 MiB: 8.39 ms of 8.44 ms
+    assert said.startswith("α is 100% of α + mβ at 8 B, mβ 99% at 8 MiB")
+    slow_start = Machine(alpha=50e-3, beta=1e-9, gamma=0.0)  # 50 ms
+    with pytest.raises(AssertionError, match="mβ 14% at 8 MiB"):
+        cm.terms_point(slow_start, [8, 2**23])
+    no_start = Machine(alpha=1e-9, beta=1e-9, gamma=0.0)
+    with pytest.raises(AssertionError, match="α is 11% of α \\+ mβ at 8 B"):
+        cm.terms_point(no_start, [8, 2**23])
+
+
+# --- the charts ---
+
+
+def _notes(spec: dict) -> list[dict]:
+    """The rows of the layers that draw a note, once each."""
+    rows = {
+        json.dumps(r, sort_keys=True)
+        for layer in spec["layer"]
+        for r in layer.get("data", {}).get("values", [])
+        if "text" in r
+    }
+    return [json.loads(r) for r in rows]
+
+
+def _note(spec: dict) -> dict:
+    (row,) = _notes(spec)
+    return row
+
+
+def test_the_fit_stops_at_the_data_and_notes_where_alpha_equals_m_beta():
+    sizes = [2**e for e in range(3, 24, 2)]  # 8 B … 8 MiB, as measured
+    t_net = [M.alpha + s * M.beta for s in sizes]
+    figures = cm.charts(M, sizes, t_net, p_show=8)
+    rows = figures["pingpong_plot"]["data"]["values"]
+    fit = [r["x"] for r in rows if r["series"] == "α + mβ (fit)"]
+    assert min(fit) == sizes[0] and max(fit) == sizes[-1]  # not to 256 MiB
+    note = _note(figures["pingpong_plot"])
+    # α = mβ at m = α/β = 75,000 B, where the time is 2α
+    assert note["x"] == pytest.approx(75_000)
+    assert note["y"] == pytest.approx(2 * M.alpha)
+    assert note["text"] == "α = mβ at 73.2 KiB"
+
+
+def test_the_prediction_notes_where_the_ring_turns_latency_bound():
+    p = 8
+    figures = cm.charts(M, [8, 2**23], [1e-5, 1e-2], p_show=p)
+    note = _note(figures["predicted_plot"])
+    # n = 2pα/(2β+γ): there the ring's 2(p-1)α start-ups equal its bytes' time, so
+    # the ring takes twice its start-ups
+    assert note["x"] == pytest.approx(2 * p * M.alpha / (2 * M.beta + M.gamma))
+    assert note["y"] == pytest.approx(2 * 2 * (p - 1) * M.alpha)
+    assert note["series"] == "ring" and note["text"].startswith("ring latency-bound")
+    # α/β (75,000 B) outside the measured sizes: no note
+    assert not _notes(cm.charts(M, [8, 64], [1e-5, 1e-5], p)["pingpong_plot"])

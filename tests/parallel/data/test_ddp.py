@@ -29,15 +29,20 @@ def model(**frozen: bool) -> nn.Module:
 
 
 def accumulate(m: nn.Module, batches: list[tuple], k: int, scale: bool) -> None:
-    """k micro-steps per optimizer step, all but the last under no_sync()."""
+    """k micro-steps per optimizer step, all but the last under no_sync(): the
+    module's ``accumulate``, or the same without its 1/k."""
     p, rank = dist.get_world_size(), dist.get_rank()
     opt = torch.optim.SGD(m.parameters(), lr=0.5, momentum=0.9)
     for idx, targets in batches:  # (k·p·b, N): micro-batch j, then rank r's rows
-        for j, (i, t) in enumerate(zip(idx.tensor_split(k), targets.tensor_split(k))):
-            sync = j == k - 1
-            with m.no_sync() if not sync else torch.enable_grad():
-                _, loss = m(i.tensor_split(p)[rank], t.tensor_split(p)[rank])
-                (loss / k if scale else loss).backward()  # mean over k micro-steps
+        micro = [
+            (i.tensor_split(p)[rank], t.tensor_split(p)[rank])
+            for i, t in zip(idx.tensor_split(k), targets.tensor_split(k))
+        ]
+        if scale:
+            ddp.accumulate(m, micro)
+        for j, (i, t) in enumerate(micro if not scale else []):
+            with m.no_sync() if j < k - 1 else torch.enable_grad():
+                m(i, t)[1].backward()  # no 1/k: k times the mean gradient
         opt.step()
         opt.zero_grad()
 

@@ -63,3 +63,32 @@ def test_what_cannot_run_is_one_line_and_exit_2(args, said, capsys) -> None:
     assert pipeline_bench.bench(args) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and said in err, err
+
+
+def bubble_record(f_ms: float, b_ms: float) -> dict:
+    """A made-up bubble record at p = 2, m = 4: formula 1/5; the plan at F, B too."""
+    return {
+        "world_size": 2, "m": 4, "bubble": 0.25, "bubble_formula": 0.2,
+        "bubble_replayed": 0.21, "ratios": [1.1, 1.25, 1.3], "f_ms": f_ms,
+        "b_ms": b_ms, "plan_at": 0.2, "action_ms": [20.0, 10.0, 30.0],
+    }  # fmt: skip
+
+
+def test_the_bubble_sentence_says_what_the_record_shows() -> None:
+    text = pipeline_bench.bubble_sentence(bubble_record(10.0, 20.0))
+    assert "was 0.250 of the time; the formula (p−1)/(m+p−1) says 0.200" in text
+    assert "1.25 [1.18–1.27] (median [IQR] of 3 runs); above the formula" in text
+    assert "+0.010 is in the compute" in text and "+0.040 in the messages" in text
+    low = bubble_record(10.0, 20.0) | {"bubble": 0.2, "bubble_replayed": 0.2004}
+    low |= {"ratios": [0.9, 1.0, 1.05]}  # -0.0004: "0.000", never "-0.000"
+    assert "0.000 in the messages" in pipeline_bench.bubble_sentence(low)
+    assert "not separated: the IQR reaches 1" in pipeline_bench.bubble_sentence(low)
+
+
+def test_a_b_no_longer_than_an_f_contradicts_the_note() -> None:
+    assert pipeline_bench.bubble_point(bubble_record(10.0, 20.0))
+    with pytest.raises(AssertionError, match="a B took longer than an F"):
+        pipeline_bench.bubble_point(bubble_record(20.0, 10.0))
+    # and a plan that no longer leaves the formula's bubble fails it too
+    with pytest.raises(AssertionError, match="0.250 against 0.200"):
+        pipeline_bench.bubble_point(bubble_record(10.0, 20.0) | {"plan_at": 0.25})

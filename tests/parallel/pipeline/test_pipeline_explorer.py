@@ -55,4 +55,7 @@ def test_the_gap_sentence_counts_the_runs_above_their_formula() -> None:
     ]
     line = ex.gap_sentence(runs)
     assert line.startswith("1 of 3 executed bubbles came out above")
-    assert "from -0.10 to +0.30" in line and "(median +0.00)" in line
+    assert "from -0.10 to +0.30" in line and "(median 0.00)" in line
+    # a gap that rounds to zero reads 0.00, whatever its sign
+    tiny = [{"bubble": 0.296, "formula": 0.3}, {"bubble": 0.5, "formula": 0.2}]
+    assert "from 0.00 to +0.30" in ex.gap_sentence(tiny)

@@ -31,6 +31,22 @@ def test_bubbles_from_stamps() -> None:
     assert pt.replayed_bubble(schedule("gpipe", 2, 1), STAMPS, 1) == pytest.approx(0.5)
 
 
+def test_the_note_marks_the_longest_wait_where_it_ended() -> None:
+    spans, _ = pt.spans_and_trace(STAMPS)  # rank 0 waits 2 ns for B0; rank 1, 1 ns
+    note = pt.longest_wait(spans)
+    assert (note.on, note.x, note.text) == ("rank 0", 3e-6, "rank 0 idle 2 ns")
+    assert any(s["lane"] == note.on and s["start"] == note.x for s in spans)
+    late = [
+        s | {"start": s["start"] + 4.5, "end": s["end"] + 4.5}
+        if s["lane"] == "rank 1"
+        else s
+        for s in spans
+    ]  # rank 1 first starts 4.5 ms late
+    assert pt.longest_wait(late).text == "rank 1 idle 4.5 ms"
+    busy = [{"lane": "rank 0", "label": "F0", "start": 0.0, "end": 1.0}]
+    assert pt.longest_wait(busy) is None
+
+
 def test_spans_and_trace() -> None:
     spans, trace = pt.spans_and_trace(STAMPS)
     assert [(s["lane"], s["label"]) for s in spans][:2] == [("rank 0", "F0")] * 1 + [
@@ -73,3 +89,38 @@ def test_m_not_a_multiple_of_p_is_one_line_and_exit_2() -> None:
     assert done.returncode == 2, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert "multiple of 2" in done.stderr
+
+
+def made_up(f_ms: float, b_ms: float, w_ms: float, executed, replayed) -> dict:
+    """Runs of ZB-H1 and 1F1B with the given bubbles; ZB-H1's stamps take the given
+    times per kind on both ranks (only their lengths matter here)."""
+    kinds = {"F": f_ms, "B": b_ms, "W": w_ms}
+    stamps = [
+        [{"kind": k, "start": 0, "end": int(t * 1e6)} for k, t in kinds.items()]
+        for _ in range(2)
+    ]
+    runs = {"executed": executed, "replayed": replayed, "stamps": [stamps] * 3}
+    return {"zb-h1": runs, "1f1b": {**runs, "stamps": []}}
+
+
+def test_zb_h1_gap_renders_what_the_runs_show() -> None:
+    found = made_up(10.0, 10.0, 2.0, [0.30, 0.25, 0.35], [0.20, 0.21, 0.19])
+    text = pt.zb_h1_gap(pt.gap_facts(found, 2, 4))
+    assert "W 2.0 ms: a W was 0.20 of an F" in text
+    assert "its formula says 0.077" in text and "1F1B's formula" in text
+    # median executed 0.30, median replay 0.20, formula 1/13
+    assert f"into +{0.20 - 1 / 13:.3f} in the compute" in text
+    assert "and +0.100 in the messages" in text
+    assert "ZB-H1's is not separated by the spread" in text  # the same runs
+
+
+def test_a_w_as_long_as_an_f_contradicts_the_note() -> None:
+    # with F = B = W the plan's bubble is exactly the formula's: nothing to explain
+    found = made_up(10.0, 10.0, 10.0, [0.30, 0.25, 0.35], [0.20, 0.21, 0.19])
+    with pytest.raises(AssertionError, match="W is shorter than its F"):
+        pt.zb_h1_gap(pt.gap_facts(found, 2, 4))
+
+
+def test_the_gap_between_execution_and_replay_reads_without_minus_zero() -> None:
+    found = made_up(10.0, 10.0, 2.0, [0.30, 0.2099, 0.35], [0.20, 0.21, 0.19])
+    assert pt.gap_facts(found, 2, 4)["gaps"] == "0.000 to +0.160"

@@ -168,7 +168,9 @@
       this.table = html("div", "cp-viewer__ranks", r);
       this.table.tabIndex = 0; // a region that scrolls must be reachable by keyboard
       this.table.setAttribute("role", "region");
-      this.table.setAttribute("aria-label", "bytes per rank, by pipeline stage");
+      const caption = r.querySelector("figcaption"); // two viewers on a page differ
+      this.table.setAttribute("aria-label", "bytes per rank, by pipeline stage" +
+        (caption ? ": " + caption.textContent.trim() : ""));
       this.panZoom();
       r.addEventListener("keydown", (e) => this.onKey(e));
     }

@@ -42,7 +42,7 @@ from snippets.comm.algorithms.allreduce_claims import (
     findings,
     fit_errors,
     fit_row,
-    fits_point,
+    fits_said,
 )
 from snippets.comm.collective.collective_sweep import (
     COLLECTIVES,
@@ -291,7 +291,6 @@ def main(
     swept = sorted({r["size_bytes"] for r in records})
     samples = {pattern: raw for pattern, (_, raw) in fitted.items()}
     fits = fit_errors(machines, samples, records) if records else []
-    fits_point(fits)  # the note's point on the fits: fails the run if contradicted
     targets = [target_mib << 20] if target_mib else []
     target = [ring_target(s, p) for s in targets]
     tables = {
@@ -327,6 +326,8 @@ def main(
             others, ("all_gather", "reduce_scatter"), title_gs
         )
     findings_md = {"findings": findings(records, machines, target)} if records else {}
+    if fits:
+        findings_md["fits_said"] = " ".join(fits_said(fits))
     return {
         "records": records + others,
         "machines": {k: vars(m) for k, m in machines.items()},

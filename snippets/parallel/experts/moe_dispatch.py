@@ -146,9 +146,10 @@ def main() -> dict:
     dropped = sum(v == DROPPED for row in expected for v in row)
     crossed = len(drawn[2]["messages"])
     print0(
-        f"{p} ranks × {TOKENS} tokens, {EXPERTS} experts: {dropped} dropped by "
-        f"capacity, {crossed} messages each way; the last frame = dense routing ✓"
+        f"{p} ranks × {TOKENS} tokens, {EXPERTS} experts, top-1, capacity {CAPACITY}"
     )
+    print0(f"dropped by capacity: {dropped}; messages each way: {crossed}")
+    print0("the last frame = the dense layer's routing ✓")
     return {"dropped": dropped, "markdown": {"player": player_html(anim)}}
 
 

@@ -40,8 +40,8 @@ def contract_text(ex: grader.Exercise) -> str:
 
 
 def try_it(ex: grader.Exercise, record: dict) -> str:
-    start = f"python -m snippets exercise start {ex.name}"
-    check = f"python -m snippets exercise check {ex.name} exercises/{ex.name}.py"
+    start = f"N={ex.name}\npython -m snippets exercise start $N"
+    check = "python -m snippets exercise check $N exercises/$N.py"
     where = (
         f"on {' and '.join(map(str, ex.world_sizes))} ranks over gloo"
         if ex.distributed

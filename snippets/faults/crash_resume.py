@@ -385,8 +385,8 @@ def chart(delta: float, restart: float) -> dict:
     ]
     return line_chart(
         series,
-        title=f"Expected time lost against the checkpoint interval, δ = "
-        f"{delta * 1e3:.0f} ms and restart R = {restart:.1f} s as measured here",
+        title=f"Time lost against the checkpoint interval (δ = {delta * 1e3:.0f} ms, "
+        f"R = {restart:.1f} s, measured)",
         x_label="interval τ (seconds)",
         y_label="fraction of time lost",
         log_x=True,

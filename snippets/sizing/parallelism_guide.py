@@ -13,6 +13,8 @@ a calculator that contradicts them fails ``run-all``.
 
 from __future__ import annotations
 
+import textwrap
+
 from snippets.core.cli import main_entry
 from snippets.core.runtime import Spec, print0
 from snippets.sizing import estimate, presets
@@ -156,9 +158,13 @@ def check_claims(t: dict) -> None:
 
 
 def commands_markdown(runs: dict) -> str:
+    """Every command, wrapped with shell continuations so a line fits 88 columns."""
     lines = ["```sh"]
     for name, found in runs.items():
-        lines += [f"# {r['setup']}\n{r['command']}" for r in found]
+        for r in found:
+            wrapped = textwrap.wrap(r["command"], 80, break_on_hyphens=False,
+                                    subsequent_indent="    ")  # fmt: skip
+            lines += [f"# {r['setup']}", " \\\n".join(wrapped)]
     return "\n".join(lines + ["```"])
 
 

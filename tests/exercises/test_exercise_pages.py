@@ -40,8 +40,10 @@ def test_each_series_with_exercises_has_its_page_in_the_nav() -> None:
 def test_try_it_gives_the_commands_the_contract_and_the_hints() -> None:
     ex = exercise("ring_allreduce")
     text = exercise_pages.try_it(ex, {"cases": 5, "world_size": 4})
-    assert "python -m snippets exercise start ring_allreduce" in text
-    assert "python -m snippets exercise check ring_allreduce" in text
+    assert "N=ring_allreduce\npython -m snippets exercise start $N" in text
+    assert "python -m snippets exercise check $N exercises/$N.py" in text
+    block = text.split("```bash", 1)[1].split("```", 1)[0]
+    assert max(map(len, block.splitlines())) <= 54  # fits the page's code width
     assert "def ring_allreduce(" in text and ex.contract.splitlines()[0] in text
     assert all(f"- {h}" in text for h in ex.hints)
     assert "# hint:" not in text  # the hints are listed once, not twice

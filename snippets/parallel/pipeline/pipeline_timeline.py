@@ -13,10 +13,9 @@ starts at its own exit from the barrier), so it is reported, run by run, not che
 ZB-H1's formula counts a W as long as an F. Here W is only the Linear layers'
 weight-gradient products, so ``zb_h1_gap`` renders the median F, B and W times, the
 bubble the same plan leaves with them, and the split of the gap to the formula into
-compute (replay − formula) and messages (executed − replay); it checks the point the
-note makes, that W is shorter than F and so the plan at these times leaves more idle
-than the formula. ``--trace-dir DIR`` writes one Chrome trace per schedule for
-Perfetto.
+compute (replay − formula) and messages (executed − replay). Whether W came out
+shorter than F is said as the run found it: it is timed on a shared machine.
+``--trace-dir DIR`` writes one Chrome trace per schedule for Perfetto.
 
     python -m snippets run pipeline_timeline -n 2 --m 4
 """
@@ -31,9 +30,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from snippets.core import claims
 from snippets.core.charts import Note, timeline_chart
-from snippets.core.claims import Claim, Spread, order, signed
+from snippets.core.claims import Spread, order, signed
 from snippets.core.cli import main_entry, positive_int
 from snippets.core.compare import max_difference
 from snippets.core.runtime import Spec, print0
@@ -184,27 +182,25 @@ def gap_facts(found: dict[str, dict], p: int, m: int) -> dict:
     }  # fmt: skip
 
 
-GAP_CLAIMS = [
-    Claim(
-        "ZB-H1's W is shorter than its F ({W:.1f} against {F:.1f} ms), so its plan "
-        "at these times leaves more idle than its formula ({plan_at:.3f} against "
-        "{formula:.3f})",
-        lambda f: f["W"] < f["F"] and f["plan_at"] > f["formula"],
-    ),
-]
-
-
 def zb_h1_gap(facts: dict) -> str:
-    """The note's sentences on ZB-H1's gap, rendered from this run (after the check)."""
-    claims.check(GAP_CLAIMS, facts)
+    """The note's sentences on ZB-H1's gap, rendered from this run. Whether a W was
+    shorter than an F is timed on a shared machine, so it is said as the run found it,
+    not asserted."""
+    short = facts["W"] < facts["F"] and facts["plan_at"] > facts["formula"]
+    said = (
+        "so the plan at these times leaves more idle than its formula"
+        if short
+        else "so in this run the plan at these times leaves no more idle than its "
+        "formula"
+    )
     return "\n".join(
         [
             "- At p = {p}, m = {m}, over {runs} runs and both ranks, ZB-H1's median F "
             "took {F:.1f} ms, B {B:.1f} ms and W {W:.1f} ms: a W was {w_share:.2f} of "
             "an F, where the formula counts it as 1.",
             "- With those three times the ZB-H1 plan itself leaves {plan_at:.3f} of "
-            "the time idle; its formula says {formula:.3f}, and 1F1B's formula, which "
-            "no ratio of B to F changes, {one_f_one_b:.3f}.",
+            "the time idle, " + said + " ({formula:.3f}); 1F1B's formula, which "
+            "no ratio of B to F changes, is {one_f_one_b:.3f}.",
             "- ZB-H1's executed bubble, {executed:.3f} (the median), splits into "
             "{compute} in the compute (its replay, {replayed:.3f}, minus the formula) "
             "and {messages} in the messages (executed minus replay).",
@@ -267,7 +263,7 @@ def main(m: int = 4, chunks: int = 2, repeats: int = 3, trace_dir=None) -> dict:
             f"{r['peak_autograd']}"
         )
     facts = gap_facts(found_by, p, m)
-    gap = zb_h1_gap(facts)  # fails the run if the data contradicts the note
+    gap = zb_h1_gap(facts)
     for line in gap.splitlines():
         print0(textwrap.fill(line[2:], 88, subsequent_indent="  "))
     print0("dry run = formula; autograd's peak = the plan's; loss and gradients equal")

@@ -76,8 +76,8 @@ PREDICTIONS = (
         "fraction",
         lambda: float(bubble_formula("1f1b", 4, 8)),
         lambda a: (
-            f"(p−1)/(m+p−1) = 3/11 ≈ {a:.3f}: the same as GPipe's; 1F1B saves "
-            "memory, not time."
+            f"(p−1)/(m+p−1) = {bubble_formula('1f1b', 4, 8)} ≈ {a:.3f}: the same "
+            "as GPipe's; 1F1B saves memory, not time."
         ),
         "snippets/parallel/pipeline/pipeline_formulas.py (bubble_formula)",
     ),

@@ -92,13 +92,18 @@ def test_the_prediction_is_the_calculators_on_a_made_up_machine(
 
 
 def test_the_schedulers_accounting_against_the_clocks() -> None:
-    (ran, waited), cpu, start = S.scheduler_seconds(), time.thread_time(), time.time()
+    start = time.time()
+    (ran, waited), cpu = S.scheduler_seconds(), time.thread_time()
     total = 0
     while time.thread_time() - cpu < 0.05:  # 50 ms on a core, however long it takes
         total += 1
-    (ran2, waited2), wall = S.scheduler_seconds(), time.time() - start
-    assert ran2 - ran == pytest.approx(time.thread_time() - cpu, rel=0.2)
-    assert (ran2 - ran) + (waited2 - waited) <= wall + 1e-3  # ran or waited, or slept
+    (ran2, waited2), used = S.scheduler_seconds(), time.thread_time() - cpu
+    wall = time.time() - start
+    assert ran2 - ran == pytest.approx(used, rel=0.2)
+    # ran or waited, or slept; the kernel brings a running thread's count up to date
+    # at its ticks (4 ms apart at 250 Hz), so a read can lag by one
+    tick = 0.01
+    assert (ran2 - ran) + (waited2 - waited) <= wall + tick
 
 
 def test_the_miss_is_taken_apart_by_hand() -> None:

@@ -126,7 +126,7 @@ def test_two_ranks_measure_their_steps(layout) -> None:
     for calls in found["ranks"]:
         assert len(calls) == 2  # the warm-up call dropped
         for wall, ran, waited, _ in calls:
-            assert ran + waited <= wall + 2e-3  # a thread runs, waits or sleeps
+            assert ran + waited <= wall + 0.01  # runs, waits or sleeps, a tick late
     slowest = [max(c[0] for c in r) for r in zip(*found["ranks"])]
     for mine, harness in zip(slowest, found["wall"]):
         assert mine <= harness + 1e-3  # the harness's clock is around ours

@@ -580,9 +580,37 @@ def picked_timeline(
         title=_title(title, offset=22),  # room for the caption
         width="container", height=50 + 28 * len(lanes), description=description,
     )  # fmt: skip
-    columns = {k: k for k in settings} | {"lane": "lane", "label": "span",
-                                          "start": "start", "end": "end"}  # fmt: skip
-    return _readable(_finish(chart, columns))
+    spec = _readable(_finish(chart, {}))
+    spec["usermeta"] |= _picked_table(spans, settings, kinds, x_unit, captions)
+    return spec
+
+
+def _picked_table(
+    spans: Sequence[dict[str, Any]],
+    settings: dict[str, Sequence[Any]],
+    kinds: Sequence[str],
+    x_unit: str | None,
+    captions: Sequence[dict[str, Any]],
+) -> dict[str, Any]:
+    """The numbers of a picked timeline, a row a run (spans that share their
+    settings): each kind's time summed over the lanes, the last end, and the caption.
+    A row a span would be unreadable as a table; this one sums to what is drawn."""
+    unit = f" ({x_unit})" if x_unit else ""
+    rows: dict[tuple, dict[str, Any]] = {}
+    for s in spans:
+        key = tuple(s[k] for k in settings)
+        row = rows.setdefault(key, dict(zip(settings, key)) | {"end": s["end"]})
+        row[s["kind"]] = row.get(s["kind"], 0.0) + s["end"] - s["start"]
+        row["end"] = max(row["end"], s["end"])
+    for c in captions:
+        key = tuple(c.get(k) for k in settings)
+        rows.setdefault(key, dict(zip(settings, key)))["text"] = c["text"]
+    present = [k for k in kinds if any(k in r for r in rows.values())]
+    columns = ({k: k for k in settings} | {k: f"{k}{unit}" for k in present}
+               | {"end": f"last end{unit}", "text": "note"})  # fmt: skip
+    rows_out = [{k: "–" if r.get(k) is None else r[k] for k in columns}
+                for r in rows.values()]  # fmt: skip
+    return {"columns": columns, "rows": rows_out}
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 It reads this machine's matrix (or ``--file``), then works through one example that
 is worth explaining, a sample 8×V100 hybrid cube-mesh: the best ring found by search
-and checked by brute force, the tensor-parallel groups, the affinity, a diagram. The
+and checked by brute force, the tensor-parallel groups, the affinity, a chart. The
 pieces: ``topology_parser`` (text → :class:`Topology`), ``topology_legend`` (what a
 code means), ``topology_model`` (what a link is worth), ``topology_diagram``.
 
@@ -22,7 +22,7 @@ from pathlib import Path
 
 from snippets.core.cli import main_entry, positive_int
 from snippets.core.runtime import Spec, UsageError, print0
-from snippets.hardware.topology_diagram import graph, mermaid
+from snippets.hardware.topology_diagram import graph
 from snippets.hardware.topology_legend import closeness, link_kind
 from snippets.hardware.topology_model import (
     best_ring,
@@ -37,7 +37,7 @@ from snippets.hardware.topology_parser import Topology, TopologyError, parse_top
 __all__ = ["SPEC", "Topology", "TopologyError", "main", "parse_topology"]
 
 SPEC = Spec(
-    summary="parse nvidia-smi topo -m: links, affinity, best ring, TP groups, diagram",
+    summary="parse nvidia-smi topo -m: links, affinity, best ring, TP groups, chart",
     gpu_path=True,
 )
 WIDTH = 88  # what a note's code block holds
@@ -165,7 +165,6 @@ def explain(topo: Topology, source: str, gens: tuple[int | None, int | None]) ->
         "gpus": n,
         "nics": len(topo.nics),
         "tables": {"pairs": pairs, "affinity": affinity, "tp_groups": []},
-        "markdown": {"diagram": mermaid(topo)},
     }
     if not 2 <= n <= 10:
         why = "no peers" if n < 2 else "too many for the brute-force search (max 10)"

@@ -126,15 +126,3 @@ def schedule_rows(schedules: list[list[tuple[int, int]]]) -> list[dict]:
         rows.append({"stage": f"rank {rank}"})
         rows[-1].update({f"t={t}": cells.get(t, "·") for t in range(T)})
     return rows
-
-
-def schedule_gantt(schedules: list[list[tuple[int, int]]], title: str) -> str:
-    """The recorded schedule as a mermaid Gantt chart: one row per stage, one clock
-    step drawn as one second (mermaid wants dates: milliseconds since 0)."""
-    lines = ["```mermaid", "---", "config:", "  gantt:", "    displayMode: compact"]
-    lines += ["---", "gantt", f"    title {title}", "    dateFormat x"]
-    lines += ["    axisFormat %s", "    tickInterval 1second"]
-    for rank, s in enumerate(schedules):
-        lines.append(f"    section rank {rank}")
-        lines += [f"    F{j} : s{rank}m{j}, {1000 * t}, {1000 * (t + 1)}" for j, t in s]
-    return "\n".join(lines + ["```"])

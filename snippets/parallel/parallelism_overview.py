@@ -42,7 +42,6 @@ from snippets.parallel.layer_split import (
     gpipe_forward,
     layer_split_forward,
     part,
-    schedule_gantt,
     schedule_rows,
     split_sizes,
 )
@@ -233,10 +232,8 @@ def main(micro_batches: int = M, batch: int = B, layers: int | None = None) -> d
     for r in grid if 4 * T + 8 <= 88 else []:  # wider: only the chart and the table
         cells = " ".join(f"{c:>3}" for k, c in r.items() if k != "stage")
         print0(f"  {r['stage']} {cells}")
-    title = f"GPipe forward, p = {p}, m = {m}: recorded clock steps"
     return {
         "tables": {**tables, "schedule": grid},
-        "markdown": {"gantt": schedule_gantt(schedules, title)},
         "world_size": p,
         "bubble": float(bubble),
         "config": {**asdict(cfg), "batch": batch, "micro_batches": m},

@@ -594,13 +594,6 @@ def test_no_page_loads_or_holds_mermaid(built_site: Path) -> None:
 
 
 NOTE_WEIGHT = 1_500_000  # bytes: a note with the scripts and stylesheets it loads
-# The pipeline explorer's chart carries its 1,143 spans twice, in its spec and in the
-# table of its numbers (280 kB of HTML): the two notes that show it stay over the
-# target, and under this, until the chart carries less.
-OVER_WEIGHT = {
-    "blog/2026/12/01/pipeline-schedules": 1_750_000,
-    "blog/2026/11/16/parallelism-strategies": 1_750_000,
-}
 
 
 def weight(page: Path, site: Path) -> int:
@@ -612,16 +605,13 @@ def weight(page: Path, site: Path) -> int:
 
 
 def test_every_note_weighs_under_1_5_mb_with_what_it_loads(built_site: Path) -> None:
-    heavy, weights = [], {}
+    heavy = []
     for post in POSTS:
         page = built_page(built_site, post)
-        where = page.parent.relative_to(built_site).as_posix()
-        weights[where] = weight(page, built_site)
-        if weights[where] > OVER_WEIGHT.get(where, NOTE_WEIGHT):
-            heavy.append(f"{where}: {weights[where] / 1e6:.2f} MB")
+        if (size := weight(page, built_site)) > NOTE_WEIGHT:
+            where = page.parent.relative_to(built_site).as_posix()
+            heavy.append(f"{where}: {size / 1e6:.2f} MB")
     assert not heavy, "\n".join(heavy)
-    # an exception that no longer needs its allowance leaves the list
-    assert all(weights[w] > NOTE_WEIGHT for w in OVER_WEIGHT), weights
 
 
 def test_search_index_holds_no_raw_tex(built_site: Path) -> None:

@@ -26,8 +26,8 @@ the rounding bound of summing the world's values in some order.
 Nothing is left behind: the launchers run in a folder of their own with a deadline; if
 one fails or the deadline passes, every launcher is stopped (SIGTERM, which torchrun
 passes on to its ranks, then SIGKILL), and every process that carries this run's mark
-in its environment is found and killed by its id. The rendezvous port is one the kernel
-gave to a socket bound to port 0, and it is free again when the run ends.
+in its environment is found and killed by its id. The rendezvous port is a free one
+below the kernel's ephemeral range, and it is free again when the run ends.
 
     python -m snippets run two_nodes                     # 2 nodes × 2 ranks, loopback
     python -m snippets run two_nodes --nodes 3 --nproc-per-node 1
@@ -41,6 +41,7 @@ import argparse
 import json
 import math
 import os
+import random
 import re
 import signal
 import socket
@@ -189,9 +190,27 @@ def worker(fail_rank: int | None = None) -> dict:
 
 
 # --8<-- [start:launch]
+def ephemeral_ports() -> range:
+    """The ports the kernel hands out to sockets that do not choose one: every
+    outgoing connection's own end, a gloo rank's included."""
+    try:
+        lo, hi = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
+                     .split())  # fmt: skip
+    except (OSError, ValueError):
+        lo, hi = 32768, 60999  # Linux's default
+    return range(lo, hi + 1)
+
+
 def free_port() -> int:
-    """A port no one listens on now: the kernel's choice for a socket bound to 0."""
-    with socket.socket() as s:
+    """A port no one listens on now, below the kernel's ephemeral range: one the
+    kernel gives out (a socket bound to port 0) can be given again, between this probe
+    and the launcher's bind, to any process's outgoing connection."""
+    ephemeral, pick = ephemeral_ports(), random.Random()
+    for _ in range(100):
+        port = pick.randrange(10_000, max(ephemeral.start, 10_001))
+        if port not in ephemeral and port_is_free(port):
+            return port
+    with socket.socket() as s:  # a crowded machine: the kernel's choice after all
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 

@@ -125,6 +125,16 @@ def test_a_node_that_never_comes_is_stopped_at_the_deadline() -> None:
     assert two_nodes.port_is_free(run.port)
 
 
+def test_the_port_is_free_and_one_no_connection_is_given() -> None:
+    ephemeral = two_nodes.ephemeral_ports()
+    ports = [two_nodes.free_port() for _ in range(20)]
+    assert all(p not in ephemeral and 10_000 <= p < 65536 for p in ports), ports
+    assert all(two_nodes.port_is_free(p) for p in ports)
+    with socket.create_server(("127.0.0.1", 0)) as server:  # an outgoing end's port
+        with socket.create_connection(server.getsockname()) as client:
+            assert client.getsockname()[1] in ephemeral
+
+
 def test_port_is_free_sees_a_listener() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

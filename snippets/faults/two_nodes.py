@@ -189,7 +189,6 @@ def worker(fail_rank: int | None = None) -> dict:
     return {"ranks": rows, "checks": checks, "mesh": mesh.to_dict()}
 
 
-# --8<-- [start:launch]
 def ephemeral_ports() -> range:
     """The ports the kernel hands out to sockets that do not choose one: every
     outgoing connection's own end, a gloo rank's included."""
@@ -228,6 +227,7 @@ def port_is_free(port: int) -> bool:
     return True
 
 
+# --8<-- [start:launch]
 def launcher(
     nodes: int,
     nproc: int,

@@ -245,10 +245,22 @@ def moe_counts(model: dict, t: int = 1, p: int = 1, v: int = 1, ep: int = 1) -> 
         "stage_moe": best[3],
         "moe_layers": moe_n,
         "layer_active": (dense_part + moe_n * full["active"]) / L,
-        "layer_tp": mine["attn"] + max(mine["mlp"], mine["moe"]),
+        "layer_tp": mine["attn"]
+        + largest_kind(mine, L - moe_n, moe_n, m["mtp"], mtp_moe),
         "layer_experts": mine["experts"] / ep,
         "h_q": attention_width(model),
     }
+
+
+def largest_kind(
+    mine: dict, n_dense: int, n_moe: int, mtp: int, mtp_moe: bool
+) -> float:
+    """The larger non-expert block (a dense layer's MLP, or an MoE layer's router and
+    shared experts) of the layer kinds the model has, its MTP modules' included: the
+    block ZeRO-3 gathers beside the attention."""
+    has_dense = n_dense > 0 or (mtp > 0 and not mtp_moe)
+    has_moe = n_moe > 0 or (mtp > 0 and mtp_moe)
+    return max(mine["mlp"] if has_dense else 0, mine["moe"] if has_moe else 0)
 
 
 def attention_width(model: dict) -> float:

@@ -147,6 +147,9 @@ def moe_cases(model: dict) -> list[dict]:
                           m["every"]))  # fmt: skip
     for t in (1, 2, 3):
         cases.append(case("params", "moe_layer_parts", model, t))
+    mine = params.moe_layer_parts(model, 2)
+    for kinds in itertools.product((0, 3), (0, 2), (0, 1), (False, True)):
+        cases.append(case("params", "largest_kind", mine, *kinds))
     for t, p, v, ep in itertools.product((1, 2), (1, 2, 3), (1, 2), (1, 2, 5)):
         if L % (p * v) == 0 and m["experts"] % ep == 0:
             cases.append(case("params", "moe_counts", model, t, p, v, ep))

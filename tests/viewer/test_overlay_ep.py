@@ -30,7 +30,8 @@ from snippets.viewer.parallel_overlay import (
 
 E, K, D = 4, 2, 32  # tiny_moe_gpt: experts a mixture, top-k, width
 MODEL = presets.MODELS["tiny-gpt"] | {"experts": E, "top_k": K, "expert_ffn": 4 * D}
-STATES = {"weights": "weights", "grads": "gradients", "optimizer": "optimizer"}
+STATES = {"weights": "weights", "grads": "gradients", "optimizer": "optimizer",
+          "buffers": "buffers"}  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -179,10 +179,16 @@
         stage_moe: best[3],
         moe_layers: moe_n,
         layer_active: (dense_part + moe_n * full.active) / L,
-        layer_tp: mine.attn + Math.max(mine.mlp, mine.moe),
+        layer_tp:
+          mine.attn + params.largest_kind(mine, L - moe_n, moe_n, m.mtp, mtp_moe),
         layer_experts: mine.experts / ep,
         h_q: params.attention_width(model),
       };
+    },
+    largest_kind(mine, n_dense, n_moe, mtp, mtp_moe) {
+      const has_dense = n_dense > 0 || (mtp > 0 && !mtp_moe);
+      const has_moe = n_moe > 0 || (mtp > 0 && mtp_moe);
+      return Math.max(has_dense ? mine.mlp : 0, has_moe ? mine.moe : 0);
     },
     attention_width(model) {
       if (!("mla" in model)) return model.hidden;

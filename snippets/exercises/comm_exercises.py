@@ -28,13 +28,17 @@ def integers(shape: tuple[int, ...], seed: int) -> torch.Tensor:
     return torch.randint(-8, 9, shape, generator=g).to(torch.float32)
 
 
-def check_ring_allreduce(fn, grade: Grade) -> None:
+def allreduce_cases(fn, grade: Grade, cases, left_out, whose: str) -> None:
+    """Each (shape, op): ``fn``'s answer against ``dist.all_reduce`` on the same
+    tensors, and the wrong answers that name a mistake: the tensor unchanged, the sum
+    averaged, or the sum without ``left_out(mine)``, ``whose`` tensor."""
     rank, p = grade.rank, grade.world_size
-    for shape, op in (((1,), "SUM"), ((7,), "SUM"), ((3, 5), "SUM"), ((13,), "MAX")):
+    for shape, op in cases:
         with grade.case(f"{op} of a {tuple(shape)} tensor") as case:
             mine = integers(shape, seed=100 * rank + len(shape))
             expected = mine.clone()
             dist.all_reduce(expected, op=getattr(ReduceOp, op))  # the oracle
+            missing = left_out(mine)
             got = mine.clone()
             case.call(fn, got, getattr(ReduceOp, op))
             case.equal(
@@ -44,9 +48,22 @@ def check_ring_allreduce(fn, grade: Grade) -> None:
                 mistakes=(
                     (mine, "the tensor is unchanged: write the result into it"),
                     (expected / p, "each element is the sum ÷ p: SUM keeps the sum"),
-                    (expected - mine, "the sum leaves out this rank's own tensor"),
+                    (expected - missing, f"the sum leaves out {whose} own tensor"),
                 ),
             )
+
+
+def roots(mine: torch.Tensor) -> torch.Tensor:
+    """Rank 0's tensor, on every rank."""
+    root = mine.clone()
+    dist.broadcast(root, 0)
+    return root
+
+
+def check_ring_allreduce(fn, grade: Grade) -> None:
+    rank, p = grade.rank, grade.world_size
+    cases = (((1,), "SUM"), ((7,), "SUM"), ((3, 5), "SUM"), ((13,), "MAX"))
+    allreduce_cases(fn, grade, cases, lambda mine: mine, "this rank's")
     n = 4 * p + 3  # every chunk non-empty, and not all of one size
     with grade.case(f"only neighbours, 2(p-1) = {2 * (p - 1)} sends") as case:
         case.call(fn, integers((n,), seed=rank))
@@ -369,25 +386,8 @@ def check_all_to_all(fn, grade: Grade) -> None:
 
 def check_naive_allreduce(fn, grade: Grade) -> None:
     rank, p = grade.rank, grade.world_size
-    for shape, op in (((1,), "SUM"), ((7,), "SUM"), ((3, 5), "MAX")):
-        with grade.case(f"{op} of a {shape} tensor") as case:
-            mine = integers(shape, seed=100 * rank + len(shape))
-            expected = mine.clone()
-            dist.all_reduce(expected, op=getattr(ReduceOp, op))  # the oracle
-            root = mine.clone()
-            dist.broadcast(root, 0)
-            got = mine.clone()
-            case.call(fn, got, getattr(ReduceOp, op))
-            case.equal(
-                got,
-                expected,
-                "the tensor",
-                mistakes=(
-                    (mine, "the tensor is unchanged: write the result into it"),
-                    (expected / p, "each element is the sum ÷ p: SUM keeps the sum"),
-                    (expected - root, "the sum leaves out the root's own tensor"),
-                ),
-            )
+    cases = (((1,), "SUM"), ((7,), "SUM"), ((3, 5), "MAX"))
+    allreduce_cases(fn, grade, cases, roots, "the root's")
     n = 6
     with grade.case(f"through rank 0: {p - 1} messages in, {p - 1} out") as case:
         case.call(fn, integers((n,), seed=rank))

@@ -1,40 +1,12 @@
-"""The attention exercises: the project's own merge, tiled forward and ring pass; the
-stubs and known-wrong solutions fail, each with the message that names its mistake."""
+"""The attention exercises' known-wrong solutions: each fails with the message that
+names its mistake (the project's own and the stubs: test_every_exercise)."""
 
 from __future__ import annotations
 
 import pytest
-from grading import graded_fixture, solution_file, wrong  # noqa: F401
+from grading import graded_fixture, wrong  # noqa: F401
 
-from snippets.exercises import grader
 from snippets.exercises.catalog import exercise
-
-NAMES = ("online_softmax_merge", "flash_forward", "ring_attention_forward")
-
-
-@pytest.mark.parametrize("name", NAMES[:2])
-def test_the_projects_single_process_solutions_pass(graded, name) -> None:
-    code, out = graded(name, solution_file(exercise(name)))
-    assert code == 0, out
-    assert "in one process" in out and "FAIL" not in out
-
-
-def test_the_projects_ring_forward_passes_at_two_and_three_ranks(graded) -> None:
-    name = "ring_attention_forward"
-    code, out = graded(name, solution_file(exercise(name)))
-    assert code == 0, out
-    assert "on 2 ranks" in out and "on 3 ranks" in out
-    assert "FAIL" not in out
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_the_untouched_stubs_fail_with_exit_1(graded, tmp_path, name) -> None:
-    stub = tmp_path / f"{name}.py"
-    stub.write_text(grader.stub(exercise(name), "check"), encoding="utf-8")
-    options = ("-n", "3") if exercise(name).distributed else ()
-    code, out = graded(name, stub, *options)
-    assert code == 1, out
-    assert "NotImplementedError" in out
 
 
 @pytest.mark.parametrize(

@@ -606,7 +606,7 @@ def _picked_table(
         key = tuple(c.get(k) for k in settings)
         rows.setdefault(key, dict(zip(settings, key)))["text"] = c["text"]
     present = [k for k in kinds if any(k in r for r in rows.values())]
-    columns = ({k: k for k in settings} | {k: f"{k}{unit}" for k in present}
+    columns = ({k: k for k in settings} | {k: f"{k}, all lanes{unit}" for k in present}
                | {"end": f"last end{unit}", "text": "note"})  # fmt: skip
     rows_out = [{k: "–" if r.get(k) is None else r[k] for k in columns}
                 for r in rows.values()]  # fmt: skip

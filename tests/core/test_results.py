@@ -154,7 +154,8 @@ def test_a_picked_timeline_tables_its_runs_not_its_spans() -> None:
     )
     page = Page()
     page.feed(results.chart_html(spec))
-    head = ["p", "F (ms)", "B (ms)", "idle (ms)", "last end (ms)", "note"]
+    head = ["p", "F, all lanes (ms)", "B, all lanes (ms)", "idle, all lanes (ms)",
+            "last end (ms)", "note"]  # fmt: skip
     assert page.cells[:6] == head
     rows = [page.cells[i : i + 6] for i in range(6, len(page.cells), 6)]
     # p = 3: three lanes' F and B, idle 0 + 0.5 + 1.0, the last end at 4

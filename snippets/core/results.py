@@ -34,6 +34,7 @@ from typing import Any
 
 import torch
 
+from snippets.core.errors import UsageError
 from snippets.core.import_graph import REPO_DIR, import_closure
 from snippets.core.runtime import describe_device
 
@@ -266,3 +267,20 @@ def read(results_dir: Path, name: str) -> dict[str, Any] | None:
         return json.loads((results_dir / f"{name}.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+
+
+def needed(*names: str, by: str = "") -> dict[str, dict[str, Any]]:
+    """{name: its run's result} for each snippet whose results another reads, from
+    :func:`results_folder`; one missing or unreadable is a one-line
+    :class:`UsageError` that names the file and the command to make it (``by``: who
+    needs it, before "needs")."""
+    folder, found = results_folder(), {}
+    for name in names:
+        record = read(folder, name) or {}
+        if not isinstance(record.get("result"), dict):
+            where = (
+                f"{by} needs {folder / name}.json" if by else f"no {folder / name}.json"
+            )
+            raise UsageError(f"{where}: run 'python -m snippets run {name}' first")
+        found[name] = record["result"]
+    return found

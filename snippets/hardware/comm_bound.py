@@ -50,7 +50,7 @@ from snippets.core import timing
 from snippets.core.charts import line_chart
 from snippets.core.claims import FASTER, SLOWER, Spread, verdict
 from snippets.core.cli import main_entry, positive_float, positive_int
-from snippets.core.results import read, results_folder
+from snippets.core.results import needed
 from snippets.core.runtime import Spec, UsageError, print0
 from snippets.parallel.tensor.tensor_parallel import (
     ColumnParallelLinear,
@@ -137,14 +137,7 @@ def crossover(
 def load_roof(ranks: int) -> Roof:
     """The roofline and the cost model from ``results/``, as the calculator's
     this-machine profile shares them out to ``ranks`` ranks."""
-    folder, found = results_folder(), {}
-    for name in SPEC.reads:
-        record = read(folder, name) or {}
-        if not isinstance(record.get("result"), dict):
-            raise UsageError(
-                f"no {folder / name}.json: run 'python -m snippets run {name}' first"
-            )
-        found[name] = record["result"]
+    found = needed(*SPEC.reads)
     cost = found["cost_model"]
     gpu = presets.this_machine(
         found["roofline"], cost, ranks, os.cpu_count() or 1, memory_bytes=0

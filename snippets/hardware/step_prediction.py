@@ -37,7 +37,7 @@ import torch.distributed as dist
 from snippets.core import timing
 from snippets.core.claims import Spread
 from snippets.core.cli import main_entry, positive_int
-from snippets.core.results import read, results_folder
+from snippets.core.results import needed
 from snippets.core.runtime import Spec, UsageError, launch, print0, under_torchrun
 from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
 from snippets.parallel.data.ddp import DDP
@@ -176,14 +176,7 @@ def measure_rank(layout: Layout, cfg: GPTConfig, batch: int, rounds: int) -> dic
 
 
 def load_machine() -> dict:
-    folder, found = results_folder(), {}
-    for name in SPEC.reads:
-        record = read(folder, name) or {}
-        if not isinstance(record.get("result"), dict):
-            raise UsageError(
-                f"no {folder / name}.json: run 'python -m snippets run {name}' first"
-            )
-        found[name] = record["result"]
+    found = needed(*SPEC.reads)
     pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     return found | {"cores": os.cpu_count() or 1, "memory_bytes": pages}
 

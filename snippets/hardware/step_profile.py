@@ -47,8 +47,8 @@ from snippets.core import timing
 from snippets.core.charts import line_chart
 from snippets.core.claims import Spread, ratio_sentence
 from snippets.core.cli import main_entry, positive_float, positive_int
-from snippets.core.results import read, results_folder
-from snippets.core.runtime import Spec, UsageError, print0
+from snippets.core.results import needed
+from snippets.core.runtime import Spec, print0
 from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
 from snippets.parallel.data.ddp import DDP
 from snippets.parallel.data.ddp_buckets import assign_buckets, bucket_bytes
@@ -197,15 +197,9 @@ def load_roof(p: int) -> dict:
     """This rank's roof: the roofline note's measured peak and bandwidth, shared by the
     ranks on this machine (a rank gets its threads' share of the cores), and the
     latency note's α, β, γ."""
-    folder = results_folder()
-    roof, cost = read(folder, "roofline"), read(folder, "cost_model")
-    for name, got in (("roofline", roof), ("cost_model", cost)):
-        if not got or not isinstance(got.get("result"), dict):
-            raise UsageError(
-                f"no {folder / name}.json: run 'python -m snippets run {name}' first"
-            )
+    found = needed("roofline", "cost_model")
     share = min(1.0, torch.get_num_threads() / (os.cpu_count() or 1))
-    r, c = roof["result"], cost["result"]
+    r, c = found["roofline"], found["cost_model"]
     return {
         "share": share,
         "peak": r["peak_matmul_flops"] * share,

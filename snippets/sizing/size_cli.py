@@ -65,7 +65,7 @@ from snippets.core.cli import (
     positive_int,
 )
 from snippets.core.errors import UsageError
-from snippets.core.results import read, results_folder
+from snippets.core.results import needed
 from snippets.sizing import estimate, presets
 from snippets.sizing.memory import PRECISIONS
 from snippets.sizing.size_table import presets_table, table
@@ -181,15 +181,7 @@ def hardware_names() -> list[str]:
 
 def measured_machine(ranks: int) -> dict:
     """``presets.this_machine`` from this machine's results, for ``ranks`` ranks."""
-    folder, found = results_folder(), {}
-    for name in ("roofline", "cost_model"):
-        record = read(folder, name) or {}
-        if not isinstance(record.get("result"), dict):
-            raise UsageError(
-                f"--gpu {presets.THIS_MACHINE} needs {folder / name}.json: run "
-                f"'python -m snippets run {name}' first"
-            )
-        found[name] = record["result"]
+    found = needed("roofline", "cost_model", by=f"--gpu {presets.THIS_MACHINE}")
     pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     cores = os.cpu_count() or 1
     return presets.this_machine(found["roofline"], found["cost_model"], ranks,

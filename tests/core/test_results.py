@@ -230,3 +230,22 @@ def test_provenance_names_the_hardware_of_the_backend_and_this_moment() -> None:
         results.provenance("cpu", "gloo", 2)
     line = results.provenance_line(p)
     assert f"{p['device']} · gloo · 3 ranks · torch {torch.__version__}" in line
+
+
+def test_needed_results_come_back_or_name_the_command_that_makes_them(
+    tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.setenv(results.RESULTS_ENV, str(tmp_path))
+    record = {"command": "c", "output": "", "provenance": PROVENANCE,
+              "result": {"peak": 1.5}}  # fmt: skip
+    results.write(tmp_path, "roofline", record)
+    assert results.needed("roofline") == {"roofline": {"peak": 1.5}}
+    (tmp_path / "broken.json").write_text("{not json")
+    for name, by, says in (
+        ("nope", "", f"no {tmp_path}/nope.json"),
+        ("broken", "--gpu x", f"--gpu x needs {tmp_path}/broken"),
+    ):
+        with pytest.raises(results.UsageError) as err:
+            results.needed("roofline", name, by=by)
+        assert str(err.value).startswith(says), err.value
+        assert f"run 'python -m snippets run {name}' first" in str(err.value)

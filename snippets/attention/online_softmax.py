@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 import torch
 
+from snippets.core.claims import law
 from snippets.core.cli import main_entry
 from snippets.core.runtime import Spec, print0
 
@@ -162,13 +163,14 @@ def main() -> dict:
         ours, ref = online_softmax(x, block_size=37), torch.softmax(x.float(), dim=-1)
         err = (ours.float() - ref).abs().max().item()
         tol = 1e-2 if x.dtype == torch.bfloat16 else 1e-6
-        assert err <= tol, f"{name}: max |online - torch.softmax| = {err:.3g} > {tol}"
+        law(err <= tol, f"{name}: max |online - torch.softmax| = {err:.3g} > {tol}")
         rows.append({"input": name, "max_abs_err": err})
 
     masked = torch.full((2, 10), float("-inf"))
     ours, ref = online_softmax(masked), torch.softmax(masked, dim=-1)
-    assert ours.isnan().all() and ref.isnan().all(), (
-        "a fully masked row must give NaN like torch.softmax"
+    law(
+        ours.isnan().all() and ref.isnan().all(),
+        "a fully masked row must give NaN like torch.softmax",
     )
     rows.append({"input": "fully masked row", "max_abs_err": "NaN, as torch"})
 
@@ -176,11 +178,18 @@ def main() -> dict:
     x = torch.randn(3, 300) * 50
     a, b, c = (softmax_state(p) for p in x.split(100, dim=-1))
     left, right = merge(merge(a, b), c), merge(a, merge(b, c))
-    assert torch.allclose(left.m, right.m)
-    assert torch.allclose(left.d, right.d, rtol=1e-6)
+    law(
+        torch.allclose(left.m, right.m),
+        "merging is associative: the same running max either way",
+    )
+    law(
+        torch.allclose(left.d, right.d, rtol=1e-6),
+        "merging is associative: the same running sum either way",
+    )
     whole = softmax_state(x)
-    assert torch.allclose(left.d, whole.d, rtol=1e-5), (
-        "merged pieces must equal the whole row's state"
+    law(
+        torch.allclose(left.d, whole.d, rtol=1e-5),
+        "merged pieces must equal the whole row's state",
     )
 
     print0("online softmax (one pass, block 37) vs torch.softmax, max |error|:")

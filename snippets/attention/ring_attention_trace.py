@@ -23,6 +23,7 @@ from snippets.attention.online_softmax import merge_outputs
 from snippets.attention.ring_attention import ring_forward
 from snippets.attention.ring_pass import finish_pass, start_pass
 from snippets.attention.zigzag_layout import visible_block
+from snippets.core.claims import law
 from snippets.core.cli import main_entry
 from snippets.core.player import check_animation, player_data, player_html
 from snippets.core.runtime import Spec, device, print0
@@ -109,7 +110,7 @@ def record_ring_attention(n: int = 3, d: int = 32) -> dict:
     mine = [t[:, :, rank * n : (rank + 1) * n] for t in (q, k, v)]
     O, L, steps = traced_ring_forward(*mine)
     O_ring, L_ring = ring_forward(*mine, False, None)
-    assert torch.equal(O, O_ring) and torch.equal(L, L_ring), "trace ≠ ring_forward"
+    law(torch.equal(O, O_ring) and torch.equal(L, L_ring), "trace ≠ ring_forward")
     scores = q[0, 0, rank * n] @ k[0, 0].T / d**0.5  # (p·n,): query row 0's
     exact = torch.logsumexp(scores, 0).item()
     everyone: list = [None] * p
@@ -118,7 +119,7 @@ def record_ring_attention(n: int = 3, d: int = 32) -> dict:
     owners = [[firsts.index(key) for key, _ in e[0]] for e in everyone]
     for r in range(p):  # what arrived at step s + 1 is what the left rank had at s
         for s in range(p - 1):
-            assert owners[r][s + 1] == owners[(r - 1) % p][s], (r, s, owners)
+            law(owners[r][s + 1] == owners[(r - 1) % p][s], (r, s, owners))
     nbytes = 2 * mine[1].numel() * mine[1].element_size()  # K and V, one message
     frames = _frames(owners, [[e for _, e in st] for st, _, _ in everyone], nbytes)
     anim = player_data(
@@ -130,7 +131,10 @@ def record_ring_attention(n: int = 3, d: int = 32) -> dict:
         slots=["K, V held", "O, ℓ merged"],
     )
     check_animation(anim, [[None, round(e[2], 4)] for e in everyone])
-    assert all(row[1] == list(range(p)) for row in frames[-1]["cells"])
+    law(
+        all(row[1] == list(range(p)) for row in frames[-1]["cells"]),
+        "after p steps every rank has seen every K/V block",
+    )
     return anim
 
 

@@ -17,6 +17,7 @@ import torch.distributed as dist
 from torch.distributed import ReduceOp
 
 from snippets.comm.messages import wait_all
+from snippets.core.claims import LawBroken
 from snippets.core.cli import positive_int
 from snippets.core.runtime import device
 
@@ -198,7 +199,7 @@ def check_against_builtin(
     err = (ours - theirs).abs().max().item() if x.numel() else 0
     tol = TOLERANCE.get(x.dtype, 0.0)
     if not torch.allclose(ours, theirs, rtol=tol, atol=tol):
-        raise AssertionError(
+        raise LawBroken(
             f"{algorithm_name(fn)}, {op_name(op)}, {x.dtype}, numel {x.numel()}: "
             f"max |ours − torch| = {err:.3g}, tolerance {tol:g}"
         )

@@ -23,6 +23,7 @@ import torch.distributed as dist
 
 from snippets.comm.messages import note_send
 from snippets.comm.swap_frames import one_line, record_stopped, record_swap
+from snippets.core.claims import law
 from snippets.core.cli import main_entry, positive_float
 from snippets.core.player import player_html
 from snippets.core.runtime import Spec, device, print0, start_apart
@@ -163,8 +164,9 @@ def main(deadlock_timeout: float = 3.0) -> dict:
             theirs = torch.empty(5, device=dev)
             swap(mine, theirs, peer)
             expected = torch.arange(5.0, device=dev) + 10 * peer  # what peer sent
-            assert torch.equal(theirs, expected), (
-                f"{name}: got {theirs.tolist()}, expected {expected.tolist()}"
+            law(
+                torch.equal(theirs, expected),
+                f"{name}: got {theirs.tolist()}, expected {expected.tolist()}",
             )
         rows.append({"exchange": name, "result": "both got the other's tensor ✓"})
 

@@ -16,6 +16,7 @@ import socket
 import torch
 import torch.distributed as dist
 
+from snippets.core.claims import law
 from snippets.core.cli import main_entry
 from snippets.core.runtime import Spec, device, print0
 
@@ -65,16 +66,18 @@ def main() -> dict:
     rank, p = dist.get_rank(), dist.get_world_size()
     me = who_am_i()
     total = sum_of_ranks()
-    assert total == p * (p - 1) / 2, (
-        f"world all-reduce gave {total}, expected p(p-1)/2 = {p * (p - 1) / 2}"
+    law(
+        total == p * (p - 1) / 2,
+        f"world all-reduce gave {total}, expected p(p-1)/2 = {p * (p - 1) / 2}",
     )
 
     groups = parity_groups(p)
     mine = groups[rank % 2]
     members = dist.get_process_group_ranks(mine)
     in_group = sum_of_ranks(mine)
-    assert in_group == sum(members), (
-        f"sub-group all-reduce gave {in_group}, expected {sum(members)}"
+    law(
+        in_group == sum(members),
+        f"sub-group all-reduce gave {in_group}, expected {sum(members)}",
     )
     me.update(
         group="evens" if rank % 2 == 0 else "odds",

@@ -29,6 +29,7 @@ import torch.distributed as dist
 
 from snippets.comm.messages import Send, gather_trace
 from snippets.comm.trace_frames import animation
+from snippets.core.claims import LawBroken
 from snippets.core.player import check_animation
 from snippets.core.runtime import RankError, device, launch
 
@@ -111,7 +112,7 @@ def record_stopped(exchange: str, timeout_s: float) -> dict:
         except RankError as exc:
             stopped, error = time.monotonic(), exc
         else:
-            raise AssertionError(f"{exchange} returned: nothing deadlocked")
+            raise LawBroken(f"{exchange} returned: nothing deadlocked")
         noted = [
             (r, json.loads(line))
             for r in range(2)

@@ -1,16 +1,23 @@
-"""Claims bound to data: a sentence that compares measured numbers holds on this run.
+"""Two kinds of check, and the sentences they make: laws, which fail a run, and
+observations, which a run reports whichever way they came out.
 
-A note may compare measured numbers only in two ways. Either the sentence is
-*rendered* from the run's results (``Spread``, ``compare``, ``verdict`` turn two
-samples into "faster", "slower" or "not separated by the spread"), or it is fixed text
-that the snippet *checks* (``Claim``): ``check`` raises :class:`ClaimFailed`, naming
-the sentence, when the run contradicts it, so ``run-all`` fails instead of publishing
-a note its own tables disprove.
+- A **law** holds on any machine that runs the code correctly: an exact equality
+  (``torch.equal`` against one process), an exact count (messages, bytes, calls), a
+  formula against a count, a proved bound. :class:`Law` is a sentence with the
+  predicate that makes it true; :func:`law` is the same, inline. A broken law raises
+  :class:`LawBroken`, naming the sentence, and ``run-all`` fails rather than publish a
+  note its own tables disprove. (Never a bare ``assert``: ``python -O`` drops those.)
+- An **observation** is what this machine measured: a ratio of times, a ranking, a
+  growth, a magnitude of rounding. :class:`Observation` has one sentence for every
+  outcome and a judge that picks the outcome from the run's numbers; it never fails a
+  run, because a reader's CPU is not ours. Its ``cases`` give, for every outcome, the
+  numbers that produce it, so a test can feed each one and read the sentence back.
 
-The rule for a ranking: two samples are separated only where their interquartile
-ranges (inclusive quartiles, as ``statistics.quantiles(method="inclusive")``) do not
-overlap. A median alone never ranks two things: on a shared machine, two medians from
-overlapping ranges swap places from one run to the next.
+Measured times are ranked by ``Spread``, ``compare`` and ``verdict``: two samples are
+separated only where their interquartile ranges (inclusive quartiles, as
+``statistics.quantiles(method="inclusive")``) do not overlap. A median alone never
+ranks two things: on a shared machine, two medians from overlapping ranges swap places
+from one run to the next.
 """
 
 from __future__ import annotations
@@ -94,12 +101,18 @@ def ratio_sentence(ratios: Sequence[float], name: str, above: str, below: str) -
 # --8<-- [end:ratio]
 
 
-class ClaimFailed(AssertionError):
-    """A sentence a note states that this run contradicts."""
+class LawBroken(AssertionError):
+    """A law this run broke: the code, not the machine, is wrong."""
+
+
+def law(holds: bool, what: object) -> None:
+    """A law stated inline: raise :class:`LawBroken` with ``what`` unless it holds."""
+    if not holds:
+        raise LawBroken(what)
 
 
 @dataclass(frozen=True)
-class Claim:
+class Law:
     """A sentence template and the predicate over the results that makes it true.
 
     ``text`` is formatted with the same mapping ``holds`` reads, so the sentence in
@@ -112,11 +125,48 @@ class Claim:
         return self.text.format_map(data)
 
 
-def check(claims: Sequence[Claim], data: Mapping[str, Any]) -> list[str]:
-    """Every claim's sentence, rendered; ClaimFailed naming each one that is false."""
-    false = [c.render(data) for c in claims if not c.holds(data)]
-    if false:
-        raise ClaimFailed(
-            f"{len(false)} claim(s) contradicted by this run: " + "; ".join(false)
+@dataclass(frozen=True)
+class Observation:
+    """What this run measured, with a sentence for every way it can come out.
+
+    ``judge`` reads the run's numbers and names the outcome; ``says`` maps each
+    outcome to its sentence template (formatted with the same numbers); ``cases``
+    maps each outcome to numbers that give it, for the tests and for a reader who
+    wants to see what the other outcome would have said."""
+
+    says: Mapping[str, str]
+    judge: Callable[[Mapping[str, Any]], str]
+    cases: Mapping[str, Mapping[str, Any]]
+
+    def __post_init__(self) -> None:
+        if len(self.says) < 2:
+            raise ValueError("an observation has at least two outcomes")
+        if set(self.cases) != set(self.says):
+            raise ValueError(
+                f"cases for {sorted(self.cases)}, sentences for {sorted(self.says)}"
+            )
+
+    def outcome(self, data: Mapping[str, Any]) -> str:
+        found = self.judge(data)
+        if found not in self.says:
+            raise ValueError(f"outcome {found!r} has no sentence: {sorted(self.says)}")
+        return found
+
+    def render(self, data: Mapping[str, Any]) -> str:
+        return self.says[self.outcome(data)].format_map(data)
+
+
+Check = Law | Observation
+
+
+def check(checks: Sequence[Check], data: Mapping[str, Any]) -> list[str]:
+    """Every sentence, rendered in order: each observation says what this run found;
+    :class:`LawBroken` names every law the run broke."""
+    broken = [
+        c.render(data) for c in checks if isinstance(c, Law) and not c.holds(data)
+    ]
+    if broken:
+        raise LawBroken(
+            f"{len(broken)} law(s) broken by this run: " + "; ".join(broken)
         )
-    return [c.render(data) for c in claims]
+    return [c.render(data) for c in checks]

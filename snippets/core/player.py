@@ -28,6 +28,7 @@ import html
 import json
 
 from snippets.core.chart_style import PALETTE
+from snippets.core.claims import LawBroken
 
 
 def label(cell: list[int]) -> str:
@@ -91,7 +92,7 @@ def check_animation(anim: dict, expected: list[list[float]]) -> None:
         ]
         if bad or len(drawn) != len(want):
             r, i, got, w = (bad or [(len(drawn), 0, None, None)])[0]
-            raise AssertionError(
+            raise LawBroken(
                 f"{anim['title']}: last frame ≠ {what} ({len(bad)} elements; rank {r} "
                 f"element {i}: drawn {got}, recorded {w})"
             )

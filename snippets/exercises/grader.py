@@ -114,7 +114,8 @@ class Exercise:
         if not self.signature:
             return list(inspect.signature(self.function).parameters)
         tree = ast.parse(self.signature.strip() + "\n    pass\n").body[0]
-        assert isinstance(tree, ast.FunctionDef)
+        if not isinstance(tree, ast.FunctionDef):
+            raise TypeError(f"{self.name}: its signature is not one def line")
         a = tree.args
         return [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs]
 
@@ -415,7 +416,8 @@ def _signature_text(fn: Callable) -> str:
     """The ``def`` line(s) of ``fn`` as written in its file, without the body."""
     source = inspect.getsource(fn)
     node = ast.parse(source).body[0]
-    assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        raise TypeError(f"{fn!r} is not a function defined with def")
     first_body = node.body[0]
     lines = source.splitlines()[: first_body.lineno - 1]
     return "\n".join(lines).rstrip()
@@ -496,7 +498,8 @@ def _import(file: Path, name: str) -> ModuleType:
     """Import the reader's file as a module of its own name (never a project name)."""
     module_name = f"_exercise_{name}"
     spec = importlib.util.spec_from_file_location(module_name, file)
-    assert spec is not None and spec.loader is not None
+    if spec is None or spec.loader is None:
+        raise ImportFailed(f"{file} cannot be imported as a Python file")
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:

@@ -53,7 +53,7 @@ from torch.distributed.checkpoint.state_dict import (
 from torch.utils._pytree import tree_map
 
 from snippets.core.charts import line_chart
-from snippets.core.claims import Claim, Spread, check
+from snippets.core.claims import Observation, Spread, check, law
 from snippets.core.cli import main_entry, nonnegative_int, positive_int
 from snippets.core.import_graph import REPO_DIR
 from snippets.core.runtime import RANK_VARIABLES, Spec, UsageError, launch
@@ -286,10 +286,10 @@ def torchrun(folder: str, steps: int, every: int, kill: tuple[int, int]) -> dict
     left = left_in_session(proc.pid)
     if left:  # stop them, then fail: a run that leaves processes is wrong
         os.killpg(proc.pid, signal.SIGKILL)
-    assert not left, f"torchrun left processes behind: {left}"
+    law(not left, f"torchrun left processes behind: {left}")
     text = output.decode(errors="replace")
     (Path(folder) / "torchrun.log").write_text(text)
-    assert proc.returncode == 0, f"torchrun exited {proc.returncode}: see {folder}"
+    law(proc.returncode == 0, f"torchrun exited {proc.returncode}: see {folder}")
     return {"seconds": time.time() - start, "output": text}
 
 
@@ -350,7 +350,10 @@ def lost_time(folder: str, kill: tuple[int, int]) -> dict:
         if e["event"] == "start" and e["rank"] == kill[1] and e["attempt"] == 1
     )
     back = next(e for e in seen if e["event"] == "back" and e["rank"] == kill[1])
-    assert died["attempt"] == 0 and resumed["attempt"] == back["attempt"] == 1
+    law(
+        died["attempt"] == 0 and resumed["attempt"] == back["attempt"] == 1,
+        "the first attempt died and the second resumed",
+    )
     return {
         "resumed from step": resumed["step"],
         "steps redone": kill[0] - resumed["step"],
@@ -450,7 +453,7 @@ def main(
             os.makedirs(folder)
             ran = torchrun(folder, steps, k, kill)
             equal = same(torch.load(Path(folder) / "final.pt"), clean)
-            assert equal, f"k={k}: resumed weights differ from the uninterrupted run"
+            law(equal, f"k={k}: resumed weights differ from the uninterrupted run")
             rows.append(
                 {
                     "interval k": k,
@@ -504,7 +507,7 @@ def leave_out(tmp: str, steps: int, k: int, kill, clean: dict) -> list[dict]:
         kept = tuple(p for p in PIECES if p != piece)
         got = run_clean(folder, steps, k, start_from=str(start), pieces=kept)
         equal = same(got, clean)
-        assert not equal, f"leaving out {piece} changed nothing"
+        law(not equal, f"leaving out {piece} changed nothing")
         rows.append({"left out": piece, "bit-identical": equal})
     return rows
 
@@ -515,11 +518,25 @@ def newest_before(folder: Path, step: int) -> Path:
     return max(p for p in done if int(p.name[4:]) <= step)
 
 
+def _redo_share(d: dict) -> str:
+    share = max(r["redo s"] / r["restart s"] for r in d["rows"])
+    return "restart" if share < 0.1 else "both"
+
+
 CLAIMS = [
-    Claim(
-        "At this size the restart, not the interval, is what a failure costs: the "
-        "steps redone took less than a tenth of the restart in every run.",
-        lambda d: all(r["redo s"] < r["restart s"] / 10 for r in d["rows"]),
+    Observation(
+        says={
+            "restart": "At this size the restart, not the interval, is what a failure "
+            "costs: on this run the steps redone took less than a tenth of the "
+            "restart every time.",
+            "both": "On this run the steps redone took a tenth of the restart or more "
+            "at least once: here the interval costs a failure as well as the restart.",
+        },
+        judge=_redo_share,
+        cases={
+            "restart": {"rows": [{"redo s": 0.05, "restart s": 3.0}]},
+            "both": {"rows": [{"redo s": 0.9, "restart s": 3.0}]},
+        },
     ),
 ]
 

@@ -35,6 +35,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from snippets.core.claims import LawBroken, law
 from snippets.core.runtime import RankError, Spec, launch
 
 SPEC = Spec(summary="five broken programs, where each rank was when the run stopped")
@@ -154,7 +155,7 @@ def run(program, args: tuple = (), detail: bool = False) -> RankError:
             os.environ.pop("TORCH_DISTRIBUTED_DEBUG", None)
         else:
             os.environ["TORCH_DISTRIBUTED_DEBUG"] = saved
-    raise AssertionError(f"{program.__name__} was meant to fail and finished")
+    raise LawBroken(f"{program.__name__} was meant to fail and finished")
 
 
 def place(found: tuple[int, str] | None) -> str:
@@ -192,7 +193,7 @@ def row(name: str, err: RankError, labels: dict, marks: dict[str, int]) -> dict:
     places.update({r: where(stack) for r, stack in err.stacks.items()})
     for rank, found in places.items():
         lines = {marks[label] for label in labels[rank]}
-        assert found is None or found[0] in lines, (name, rank, found, lines)
+        law(found is None or found[0] in lines, (name, rank, found, lines))
     other = 1 - err.rank
     return {
         "program": name,
@@ -211,7 +212,7 @@ def main() -> dict:
     for name, program, args, detail, failing, labels in LAB:
         err = run(program, args, detail)
         if failing is not None:
-            assert err.rank == failing, (name, err.rank, err.cause)
+            law(err.rank == failing, (name, err.rank, err.cause))
         rows.append(row(name, err, labels, marks))
     for r in rows:
         print(f"{r['program']}: rank {r['failing rank']} failed: {r['cause']}")

@@ -55,7 +55,7 @@ from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.tensor import DTensor
 from torch.distributed.tensor import Shard as DShard
 
-from snippets.core.claims import Claim, check
+from snippets.core.claims import Law, check, law
 from snippets.core.cli import main_entry
 from snippets.core.compare import max_difference
 from snippets.core.runtime import Spec, UsageError, launch
@@ -426,7 +426,7 @@ def compare(ranks: list[dict], reference: dict, name: str) -> dict:
             if not torch.equal(value, reference[key]):
                 unequal.append(f"rank {r} {key}")
     missing = sorted(reference.keys() - seen)
-    assert not unequal and not missing, (name, unequal[:3], missing[:3])
+    law(not unequal and not missing, (name, unequal[:3], missing[:3]))
     return {"compared": len(seen), "read": [len(r["read"]) for r in ranks]}
 
 
@@ -471,7 +471,7 @@ def main(
             )[0]
         oracle = train_one_process()
         drift = max_difference(reference, oracle)
-        assert drift < 1e-12, f"ZeRO-3 vs one process: {drift:.1e}"
+        law(drift < 1e-12, f"ZeRO-3 vs one process: {drift:.1e}")
         rows = []
         for name, lay in layouts.items():
             found = compare(load(folder, lay), reference, name)
@@ -562,7 +562,7 @@ def chunks_of(folder: str, fqn: str) -> list[dict]:
 
 
 CLAIMS = [
-    Claim(
+    Law(
         "Each rank's file is more than twice the raw bytes of the values in it: DCP "
         "writes every chunk with torch.save, and this model has many small chunks.",
         lambda d: all(r["bytes"] > 2 * r["raw bytes"] for r in d["disk"][1:]),

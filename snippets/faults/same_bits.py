@@ -41,7 +41,7 @@ from snippets.comm.algorithms.ring_allreduce import ring_allreduce
 from snippets.comm.algorithms.tree_allreduce import tree_allreduce
 from snippets.comm.messages import bounds
 from snippets.core.charts import line_chart
-from snippets.core.claims import Claim, check
+from snippets.core.claims import Law, Observation, check
 from snippets.core.cli import main_entry, positive_int
 from snippets.core.runtime import Spec, UsageError, device, launch
 from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
@@ -283,15 +283,15 @@ def figures(gaps: dict, steps: int) -> dict:
     return charts
 
 
-def claims(bits: list[dict], rows: list[dict], steps: int, numel: int) -> list[str]:
-    """The note's sentences, each checked against this run."""
+def facts(bits: list[dict], rows: list[dict], steps: int, numel: int) -> dict:
+    """The numbers the note's sentences read, from this run's tables."""
     f32 = next(r for r in bits if r["dtype"] == "float32")
     gap32 = {r["layout"]: r for r in rows if r["dtype"] == "float32"}
     worst = {
         d: max(r["max |gap|"] for r in rows if r["dtype"] == d and r["layout"] != BUG)
         for d in DTYPES
     }
-    facts = {
+    found = {
         "steps": steps,
         "n": numel,
         "ring_tree": f32["ring ≠ tree"],
@@ -308,71 +308,164 @@ def claims(bits: list[dict], rows: list[dict], steps: int, numel: int) -> list[s
         "bug": next(r["max |gap|"] for r in rows if r["layout"] == BUG),
         **{k: gap32[k]["max |gap|"] for k in LAYOUTS},
     }
-    facts["ratio"] = facts["bug"] / facts["bf16"]
+    found["ratio"] = found["bug"] / found["bf16"] if found["bf16"] else math.inf
     growth = [
         g["last 10 steps"] / g["first 10 steps"] if g["first 10 steps"] else math.inf
         for g in (gap32[k] for k in LAYOUTS)
     ]
-    facts["grow_lo"], facts["grow_hi"] = min(growth), max(growth)
-    sentences = [
-        Claim(
-            "In fp32 the ring and the tree give different bits for {ring_tree:,} "
-            "of {n:,} elements ({share:.0%}), and each differs from gloo's "
-            "dist.all_reduce too; the ring gives the same bits when run again, "
-            "exactly those of its own order of additions worked out in one "
-            "process, and every algorithm is within the rounding bound of a sum "
-            "in any order (worst: {bounded:.2f} of it).",
-            lambda f: (
-                f["ring_tree"] > 0
-                and f["dist"] > 0
-                and f["predicted"]
-                and f["bounded"] <= 1
-            ),
+    found["grow_lo"], found["grow_hi"] = min(growth), max(growth)
+    return found
+
+
+def _growth(f: dict) -> str:
+    if f["steps"] < 50:  # a sentence about the long run only where there is one
+        return "short"
+    return "grows" if f["grow_lo"] > 2 else "shrinks" if f["grow_hi"] < 0.5 else "level"
+
+
+def _tp_drift(f: dict) -> str:
+    cut, whole = min(f["tp2"], f["dp2·tp2"]), max(f["dp2"], f["pp2"])
+    return "further" if cut > whole else "not further"
+
+
+# Laws hold wherever the code is right: bits that must repeat, a sum in a fixed order,
+# a proved bound. Everything about how far a layout drifts is rounding this machine
+# did, so it is said as it came out.
+CLAIMS = [
+    Law(
+        "The ring gives the same bits when run again, exactly those of its own order "
+        "of additions worked out in one process, and every algorithm is within the "
+        "rounding bound of a sum in any order (worst: {bounded:.2f} of it).",
+        lambda f: f["predicted"] and f["bounded"] <= 1,
+    ),
+    Observation(
+        says={
+            "differ": "In fp32 the ring and the tree give different bits for "
+            "{ring_tree:,} of {n:,} elements ({share:.0%}), and each differs from "
+            "gloo's dist.all_reduce too.",
+            "same": "On this run the ring and the tree gave different bits for "
+            "{ring_tree:,} of {n:,} elements in fp32, and the fewest either shared "
+            "with gloo's dist.all_reduce was {dist:,}: here the orders happened to "
+            "agree more than they differ.",
+        },
+        judge=lambda f: "differ" if f["ring_tree"] > 0 and f["dist"] > 0 else "same",
+        cases={
+            "differ": {"ring_tree": 5, "n": 1000, "share": 0.005, "dist": 3},
+            "same": {"ring_tree": 0, "n": 1000, "share": 0.0, "dist": 0},
+        },
+    ),
+    Law(
+        "Added in one fixed order, the sum has the same bits whichever algorithm "
+        "moved the data, and the same as one process adding in that order, in fp32 "
+        "and in fp64.",
+        lambda f: f["fixed"] == 0,
+    ),
+    Observation(
+        says={
+            "apart": "Over {steps} steps the largest loss gap of any layout is "
+            "{f64:.1e} in fp64, {f32:.1e} in fp32 and {bf16:.1e} in bf16: each dtype "
+            "has its own budget, each over a hundred times the one before.",
+            "close": "Over {steps} steps the largest loss gap of any layout is "
+            "{f64:.1e} in fp64, {f32:.1e} in fp32 and {bf16:.1e} in bf16: on this run "
+            "two dtypes' budgets came within a hundred times of each other.",
+        },
+        judge=lambda f: (
+            "apart"
+            if f["f64"] * 100 < f["f32"] and f["f32"] * 100 < f["bf16"]
+            else "close"
         ),
-        Claim(
-            "Added in one fixed order, the sum has the same bits whichever "
-            "algorithm moved the data, and the same as one process adding in "
-            "that order, in fp32 and in fp64.",
-            lambda f: f["fixed"] == 0,
+        cases={
+            "apart": {"steps": 100, "f64": 1e-15, "f32": 1e-6, "bf16": 1e-2},
+            "close": {"steps": 100, "f64": 1e-15, "f32": 1e-6, "bf16": 1e-5},
+        },
+    ),  # fmt: skip
+    Observation(
+        says={
+            "apart": "A real bug, dp2 whose gradients are never averaged, opens a gap "
+            "of {bug:.1e} in fp32: over a thousand times the largest rounding gap.",
+            "close": "A real bug, dp2 whose gradients are never averaged, opens a gap "
+            "of {bug:.1e} in fp32: on this run less than a thousand times the largest "
+            "rounding gap ({f32:.1e}).",
+        },
+        judge=lambda f: "apart" if f["bug"] > 1000 * f["f32"] else "close",
+        cases={
+            "apart": {"bug": 0.3, "f32": 1e-6},
+            "close": {"bug": 1e-4, "f32": 1e-6},
+        },
+    ),
+    Observation(
+        says={
+            "coarse": "In bf16 the rounding gap reaches {bf16:.1e}, only {ratio:.0f} "
+            "times less than that bug's: there a loss curve is a coarse test.",
+            "fine": "In bf16 the rounding gap reaches {bf16:.1e}, {ratio:.0f} times "
+            "less than that bug's: on this run even a bf16 loss curve told them "
+            "apart.",
+            "lost": "In bf16 the rounding gap reaches {bf16:.1e}, as far as that "
+            "bug's or further: there a loss curve cannot tell rounding from a bug.",
+        },
+        judge=lambda f: (
+            "lost" if f["ratio"] <= 1 else "coarse" if f["ratio"] < 100 else "fine"
         ),
-        Claim(
-            "Over {steps} steps the largest loss gap of any layout is {f64:.1e} "
-            "in fp64, {f32:.1e} in fp32 and {bf16:.1e} in bf16: each dtype has "
-            "its own budget, each over a hundred times the one before.",
-            lambda f: f["f64"] * 100 < f["f32"] and f["f32"] * 100 < f["bf16"],
-        ),
-        Claim(
-            "A real bug, dp2 whose gradients are never averaged, opens a gap of "
-            "{bug:.1e} in fp32: over a thousand times the largest rounding gap.",
-            lambda f: f["bug"] > 1000 * f["f32"],
-        ),
-        Claim(
-            "In bf16 the rounding gap reaches {bf16:.1e}, only {ratio:.0f} times "
-            "less than that bug's: there a loss curve is a coarse test.",
-            lambda f: 1 < f["ratio"] < 100,
-        ),
-        Claim(
-            "In fp32 the layouts that cut matrix products, tp2 ({tp2:.1e}) and "
-            "dp2·tp2 ({dp2·tp2:.1e}), drift further than dp2 ({dp2:.1e}) and pp2 "
-            "({pp2:.1e}).",
-            lambda f: min(f["tp2"], f["dp2·tp2"]) > max(f["dp2"], f["pp2"]),
-        ),
-        Claim(
-            "In fp64 no layout strays further than 1e-12 from one process, so "
+        cases={
+            "coarse": {"bf16": 1e-2, "ratio": 30.0},
+            "fine": {"bf16": 1e-4, "ratio": 3000.0},
+            "lost": {"bf16": 0.3, "ratio": 1.0},
+        },
+    ),
+    Observation(
+        says={
+            "further": "In fp32 the layouts that cut matrix products, tp2 ({tp2:.1e}) "
+            "and dp2·tp2 ({dp2·tp2:.1e}), drift further than dp2 ({dp2:.1e}) and pp2 "
+            "({pp2:.1e}): a product cut in two adds in a new order in every layer.",
+            "not further": "In fp32 the layouts that cut matrix products, tp2 "
+            "({tp2:.1e}) and dp2·tp2 ({dp2·tp2:.1e}), did not both drift further than "
+            "dp2 ({dp2:.1e}) and pp2 ({pp2:.1e}) on this run.",
+        },
+        judge=_tp_drift,
+        cases={
+            "further": {"tp2": 2e-6, "dp2·tp2": 3e-6, "dp2": 1e-6, "pp2": 0.0},
+            "not further": {"tp2": 2e-7, "dp2·tp2": 3e-6, "dp2": 1e-6, "pp2": 0.0},
+        },
+    ),
+    Observation(
+        says={
+            "tight": "In fp64 no layout strays further than 1e-12 from one process, so "
             "there a gap of 1e-6 is a bug, not rounding.",
-            lambda f: f["f64"] < 1e-12,
-        ),
-    ]
-    if steps >= 50:  # a claim about the long run, made only when there is one
-        sentences.append(
-            Claim(
-                "In fp32 each layout's gap over the last ten steps is {grow_lo:.0f} to "
-                "{grow_hi:.0f} times its gap over the first ten: the budget grows "
-                "with the steps.",
-                lambda f: f["grow_lo"] > 2,
-            )
-        )
-    return check(sentences, facts)
+            "loose": "In fp64 a layout strayed {f64:.1e} from one process on this run, "
+            "more than 1e-12: read the fp64 budget off this table, not off that "
+            "number.",
+        },
+        judge=lambda f: "tight" if f["f64"] < 1e-12 else "loose",
+        cases={"tight": {"f64": 1e-15}, "loose": {"f64": 1e-9}},
+    ),
+    Observation(
+        says={
+            "grows": "In fp32 each layout's gap over the last ten steps is "
+            "{grow_lo:.0f} to {grow_hi:.0f} times its gap over the first ten: the "
+            "budget grows with the steps, as small differences in the weights feed "
+            "the next step.",
+            "level": "In fp32 each layout's gap over the last ten steps is "
+            "{grow_lo:.2g} to {grow_hi:.2g} times its gap over the first ten: on this "
+            "run the budget did not grow with the steps for every layout.",
+            "shrinks": "In fp32 each layout's gap over the last ten steps is "
+            "{grow_lo:.2g} to {grow_hi:.2g} times its gap over the first ten: on this "
+            "run the gaps shrank as training went on.",
+            "short": "{steps} steps are too few to say whether the budget grows.",
+        },
+        judge=_growth,
+        cases={
+            "grows": {"steps": 100, "grow_lo": 3.0, "grow_hi": 60.0},
+            "level": {"steps": 100, "grow_lo": 0.92, "grow_hi": 40.0},
+            "shrinks": {"steps": 100, "grow_lo": 0.1, "grow_hi": 0.4},
+            "short": {"steps": 20, "grow_lo": 3.0, "grow_hi": 60.0},
+        },
+    ),
+]
+
+
+def claims(bits: list[dict], rows: list[dict], steps: int, numel: int) -> list[str]:
+    """The note's sentences from this run: laws checked, observations said."""
+    return check(CLAIMS, facts(bits, rows, steps, numel))
 
 
 BITS = ("ring ≠ tree", "ring ≠ dist", "tree ≠ dist", "ring ≠ ring again",

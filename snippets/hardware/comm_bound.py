@@ -48,7 +48,7 @@ import torch.nn.functional as F
 from snippets.comm.cost.cost_formulas import Machine, ring_cost
 from snippets.core import timing
 from snippets.core.charts import line_chart
-from snippets.core.claims import FASTER, SLOWER, Spread, verdict
+from snippets.core.claims import FASTER, SLOWER, Spread, law, verdict
 from snippets.core.cli import main_entry, positive_float, positive_int
 from snippets.core.results import needed
 from snippets.core.runtime import Spec, UsageError, print0
@@ -256,8 +256,8 @@ def main(rounds: int = 9, factor: float = 8.0, tokens: int = 256) -> dict:
             fns = dp_fns(x, h, L) if strategy == "DP" else tp_fns(T, x)
             if strategy == "TP":  # what the layers send is what the model counts
                 log = layer_sends(*fns["layers"])
-                assert log.count(op="all_reduce") == 2, log.calls
-                assert log.sent() == Fraction(4 * (p - 1) * T * x, p), log.calls
+                law(log.count(op="all_reduce") == 2, log.calls)
+                law(log.sent() == Fraction(4 * (p - 1) * T * x, p), log.calls)
             predicted = {k: f(x) for k, f in model.items()}
             got = time_point(fns, predicted, rounds)
             rows.append(point_row(strategy, where, x, x_star, predicted, got))

@@ -30,7 +30,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from snippets.core.claims import Spread, ratio_sentence
+from snippets.core.claims import Spread, law, ratio_sentence
 from snippets.core.cli import main_entry, positive_int
 from snippets.core.measure import time_it
 from snippets.core.results import admonition
@@ -85,8 +85,9 @@ def ddp_step_seconds(work: Workload, iters: int = 5) -> dict:
     # ignores a shift shared by every key), so a per-tensor scale would be noise.
     scale = max(q.grad.abs().max().item() for q in oracle.parameters())
     for (name, got), want in zip(model.named_parameters(), oracle.parameters()):
-        assert torch.allclose(got.grad, want.grad, rtol=1e-3, atol=1e-4 * scale), (
-            f"DDP gradient of {name} is off"
+        law(
+            torch.allclose(got.grad, want.grad, rtol=1e-3, atol=1e-4 * scale),
+            f"DDP gradient of {name} is off",
         )
 
     opt = torch.optim.SGD(ddp.parameters(), lr=1e-3)

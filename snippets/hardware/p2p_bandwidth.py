@@ -21,7 +21,7 @@ import torch.distributed as dist
 
 from snippets.comm.ping_pong import ping_pong_rounds
 from snippets.core.charts import heatmap
-from snippets.core.claims import Spread
+from snippets.core.claims import Spread, law
 from snippets.core.cli import main_entry, positive_float, positive_int
 from snippets.core.measure import time_it, time_samples
 from snippets.core.results import admonition
@@ -103,7 +103,7 @@ def copy_gbps(
         torch.cuda.synchronize(j)
 
     seconds = time_it(once, warmup=2, iters=iters, group=group)
-    assert bool((b == 1).all()), f"copy cuda:{i} → cuda:{j} lost bytes"
+    law(bool((b == 1).all()), f"copy cuda:{i} → cuda:{j} lost bytes")
     return nbytes / seconds / 1e9
 
 
@@ -151,8 +151,9 @@ def main(size_mib: float | None = None, iters: int = 5) -> dict:
                 buf.copy_(pattern)
             seconds = Spread.of(send_recv_seconds(src, dst, buf, iters))
             if rank == dst:  # the payload must arrive intact, or the time means nothing
-                assert torch.equal(buf, pattern), (
-                    f"rank {dst} received corrupted data from rank {src}"
+                law(
+                    torch.equal(buf, pattern),
+                    f"rank {dst} received corrupted data from rank {src}",
                 )
             gbps = [numel * 4 / s / 1e9 for s in seconds]  # a slower send: fewer GB/s
             us = Spread.of([t * 1e6 for t in latency_seconds(src, dst, iters)])
@@ -169,8 +170,11 @@ def main(size_mib: float | None = None, iters: int = 5) -> dict:
                     "latency IQR (µs)": f"{us.lo:.0f}–{us.hi:.0f}",
                 }
             )
-    assert all(
-        bw[i][j] > 0 and lat[i][j] > 0 for i in range(p) for j in range(p) if i != j
+    law(
+        all(
+            bw[i][j] > 0 and lat[i][j] > 0 for i in range(p) for j in range(p) if i != j
+        ),
+        "every pair measured a positive bandwidth and latency",
     )
 
     copies = [{"from": "-", "to": "-", "GB/s": "no CUDA device on this machine"}]

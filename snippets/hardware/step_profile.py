@@ -45,7 +45,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from snippets.comm.cost.cost_formulas import Machine, ring_cost
 from snippets.core import timing
 from snippets.core.charts import line_chart
-from snippets.core.claims import Spread, ratio_sentence
+from snippets.core.claims import Spread, law, ratio_sentence
 from snippets.core.cli import main_entry, positive_float, positive_int
 from snippets.core.results import needed
 from snippets.core.runtime import Spec, print0
@@ -237,12 +237,12 @@ def main(rows: int = 8, rounds: int = 7, bucket_cap_mb: float = 0.25) -> dict:
     # the cross-note check: one all-reduce per bucket the DDP note's function assigns
     buckets = assign_buckets([t for t in model.module.parameters()], bucket_cap_mb)
     seen = {k["classes"]["all-reduce"]["calls"] for k in kept}
-    assert seen == {len(buckets)}, f"all-reduce events {seen} ≠ {len(buckets)} buckets"
+    law(seen == {len(buckets)}, f"all-reduce events {seen} ≠ {len(buckets)} buckets")
     costs = op_costs(cfg, rows)
     counted = counted_flops(cfg, rows)
     for op, flops in counted.items():
         ours = sum(c.flops for c in costs[op])
-        assert ours == flops, f"{op}: formula {ours} ≠ FlopCounterMode {flops}"
+        law(ours == flops, f"{op}: formula {ours} ≠ FlopCounterMode {flops}")
     nbytes = [bucket_bytes(model.params, b) for b in buckets]
     costs["all-reduce"] = allreduce_costs(nbytes, p)
     rows_out = place(costs, kept, roof, nbytes, p)

@@ -20,6 +20,7 @@ import subprocess
 import textwrap
 from pathlib import Path
 
+from snippets.core.claims import law
 from snippets.core.cli import main_entry, positive_int
 from snippets.core.runtime import Spec, UsageError, print0
 from snippets.hardware.topology_diagram import graph
@@ -190,8 +191,11 @@ def explain(topo: Topology, source: str, gens: tuple[int | None, int | None]) ->
         )
     hops = ring_links(ring, w)
     if n <= 8:  # the oracle: every one of the n! orders, no shortcuts
-        assert (min(hops), sum(hops)) == brute_force_ring_key(w), "missed a ring"
-    assert abs(predicted_busbw(w, ring) - min(hops)) < 1e-9  # busbw = slowest hop
+        law((min(hops), sum(hops)) == brute_force_ring_key(w), "missed a ring")
+    law(
+        abs(predicted_busbw(w, ring) - min(hops)) < 1e-9,
+        "the predicted bus bandwidth is the ring's slowest hop",
+    )  # busbw = slowest hop
     for size in (k for k in range(2, n) if n % k == 0):
         split = tp_groups(w, size)
         slowest = min(w[a][b] for g in split for a in g for b in g if a != b)
@@ -209,8 +213,11 @@ def check_sample(topo: Topology, result: dict) -> None:
     """What the note says about the sample, held to the numbers."""
     ring = result["ring"]
     hops = {topo.link(a, b) for a, b in zip(ring, ring[1:] + ring[:1])}
-    assert topo.link("GPU3", "GPU4") == "SYS" and hops == {"NV2"}, ring
-    assert result["tables"]["tp_groups"][1]["groups"] == "0,1,2,3 | 4,5,6,7"
+    law(topo.link("GPU3", "GPU4") == "SYS" and hops == {"NV2"}, ring)
+    law(
+        result["tables"]["tp_groups"][1]["groups"] == "0,1,2,3 | 4,5,6,7",
+        "the TP groups of 4 keep each socket's GPUs together",
+    )
 
 
 def main(

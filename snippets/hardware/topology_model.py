@@ -16,6 +16,7 @@ import itertools
 import random
 from typing import Sequence
 
+from snippets.core.claims import law
 from snippets.core.cli import main_entry
 from snippets.core.measure import busbw
 from snippets.core.runtime import Spec, print0
@@ -219,11 +220,15 @@ def main() -> dict:
             w = random_matrix(n, rng)
             ring = best_ring(w)
             hops = ring_links(ring, w)
-            assert sorted(ring) == list(range(n)), f"not a ring of all {n} GPUs: {ring}"
-            assert (min(hops), sum(hops)) == brute_force_ring_key(w), (
-                f"ring {ring} is not optimal for {w}"
+            law(sorted(ring) == list(range(n)), f"not a ring of all {n} GPUs: {ring}")
+            law(
+                (min(hops), sum(hops)) == brute_force_ring_key(w),
+                f"ring {ring} is not optimal for {w}",
             )
-            assert abs(predicted_busbw(w, ring) - min(hops)) < 1e-9
+            law(
+                abs(predicted_busbw(w, ring) - min(hops)) < 1e-9,
+                "the predicted bus bandwidth is the ring's slowest hop",
+            )
             checked += 1
     print0(
         f"best_ring matched brute force over all n! orders on {checked} random "

@@ -55,6 +55,7 @@ import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 from torch.utils.flop_counter import FlopCounterMode
 
+from snippets.core.claims import law
 from snippets.core.cli import main_entry, positive_int
 from snippets.core.measure import saved_storages
 from snippets.core.runtime import Spec, UsageError, print0
@@ -155,7 +156,7 @@ def memory_rows(cfg: GPTConfig, policies, batch: int, dtype: torch.dtype) -> lis
             "gpt", s, s, batch, h, a, a, 4 * h, e, recompute=policy, flash=False
         )
         known, why = known_difference(cfg, policy, batch, e)
-        assert formula + known == measured, (policy, formula, known, measured)
+        law(formula + known == measured, (policy, formula, known, measured))
         rows.append({"policy": policy, "measured bytes": measured,
                      "calculator": round(formula), "known difference": known,
                      "why": why})  # fmt: skip
@@ -197,7 +198,7 @@ def counted_flops(cfg: GPTConfig, policy: str, batch: int) -> int:
     not_redone = {"none": 0, "full": 2 * (layer + 4 * h * h), "selective": 2 * s * h}
     known = -(6 * vectors + L * not_redone[policy]) * batch * s
     counted = counter.get_total_flops()
-    assert predicted_flops(cfg, policy, batch) + known == counted, (policy, counted)
+    law(predicted_flops(cfg, policy, batch) + known == counted, (policy, counted))
     return counted
 
 
@@ -298,7 +299,7 @@ def main(policy=POLICIES, batch=4, seq_len=128, width=128, heads=4, layers=4,
         for p in policies[1:]:
             got = gradients(cfg, p, dtype, batch)
             differ = [n for n in want if not torch.equal(got[n], want[n])]
-            assert not differ, f"{p}, {dtype}: gradients differ: {differ}"
+            law(not differ, f"{p}, {dtype}: gradients differ: {differ}")
     memory = memory_rows(cfg, policies, batch, torch.float32)
     counted = {p: counted_flops(cfg, p, batch) for p in policies}
     print0(f"B={batch} s={seq_len} h={width} a={heads} L={layers}, attention written "

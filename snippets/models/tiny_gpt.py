@@ -37,6 +37,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from snippets.core.claims import law
 from snippets.core.cli import main_entry
 from snippets.core.runtime import Spec, print0
 from snippets.parallel.experts.moe import MoE
@@ -285,7 +286,7 @@ def main() -> dict:
     rows, experts = [], GPTConfig(num_experts=4, top_k=2)
     for name, c in (("default", GPTConfig()), ("odd", odd), ("experts", experts)):
         counted = sum(p.numel() for p in GPT(c).parameters())
-        assert counted == c.num_params(), f"{name}: {counted} ≠ {c.num_params()}"
+        law(counted == c.num_params(), f"{name}: {counted} ≠ {c.num_params()}")
         fields = {k: v for k, v in asdict(c).items() if k not in MOE_FIELDS}
         if not c.num_experts:  # the table shows the dense configs
             rows.append({"config": name, **fields, "formula": c.num_params()})
@@ -294,11 +295,12 @@ def main() -> dict:
     model, (idx, targets) = GPT(cfg), random_batch(cfg, rows=2)
     logits, loss = model(idx, targets)  # logits (B, N, V)
     loss.backward()
-    assert all(
-        p.grad is not None and p.grad.isfinite().all() for p in model.parameters()
+    law(
+        all(p.grad is not None and p.grad.isfinite().all() for p in model.parameters()),
+        "every parameter has a finite gradient",
     )
     # Weights of std 0.02 make the logits near 0: the first loss is about ln V.
-    assert abs(loss.item() - math.log(cfg.vocab_size)) < 0.05, loss.item()
+    law(abs(loss.item() - math.log(cfg.vocab_size)) < 0.05, loss.item())
     with torch.no_grad():  # the pieces by hand, attention written out: the same logits
         x = model.embed(idx)
         for block in model.blocks:

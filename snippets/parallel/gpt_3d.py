@@ -56,6 +56,7 @@ from snippets.parallel.mesh import Mesh, check_ep
 from snippets.parallel.pipeline.pipeline_executor import execute
 from snippets.parallel.pipeline.pipeline_schedules import NAMES, check_arguments
 from snippets.parallel.tensor.tp_gpt import own_part
+from snippets.core.claims import LawBroken
 
 SPEC = Spec(summary="the tiny GPT on a dp×pp×cp×tp mesh = one process", world_size=4)
 # V=64, N=16, L=4, H=4, d=128: t ≤ 4, p·v ≤ 4, cp ≤ 8; heads of 32 for ring attention.
@@ -296,7 +297,7 @@ def main(
              plan["sequence_parallel"])  # fmt: skip
     bad = failures(rows, d_params, tol)
     if bad:  # every rank has the same numbers: all fail together
-        raise AssertionError(f"3D run ≠ one process beyond {tol:g}: {', '.join(bad)}")
+        raise LawBroken(f"3D run ≠ one process beyond {tol:g}: {', '.join(bad)}")
     provenance = {"backend": dist.get_backend(), "world_size": world}
     return {**record, "tables": {"steps": rows}, "provenance": provenance}
 

@@ -23,6 +23,7 @@ from snippets.core.runtime import Spec, UsageError, print0
 from snippets.models.tiny_gpt import random_batch
 from snippets.parallel import gpt_3d
 from snippets.parallel.mesh import Mesh
+from snippets.core.claims import LawBroken
 
 SPEC = Spec(
     summary="the MoE GPT, ep 2 beside dp, tp and pp on 4 ranks = one process",
@@ -81,7 +82,7 @@ def main(experts: int = 4, top_k: int = 2, steps: int = 3) -> dict:
     print0(f"each = one process with the balance loss; tolerance {tol:g} "
            f"{'✗' if bad else '✓'}")  # fmt: skip
     if bad:  # every rank has the same numbers: all fail together
-        raise AssertionError(f"MoE run ≠ one process beyond {tol:g}: {', '.join(bad)}")
+        raise LawBroken(f"MoE run ≠ one process beyond {tol:g}: {', '.join(bad)}")
     shown = [{k: v for k, v in r.items() if "losses" not in k} for r in table]
     provenance = {"backend": dist.get_backend(), "world_size": world}
     return {"tables": {"meshes": shown}, "runs": table, "provenance": provenance}

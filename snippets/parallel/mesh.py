@@ -38,6 +38,7 @@ from typing import NamedTuple
 import torch
 import torch.distributed as dist
 
+from snippets.core.claims import law
 from snippets.core.cli import main_entry, positive_int
 from snippets.core.runtime import Spec, UsageError, print0
 
@@ -212,13 +213,13 @@ def check_arithmetic(shape: tuple[int, int, int, int]) -> None:
     world = math.prod(shape)
     for axis in (*AXES, "dp_cp"):
         groups = group_ranks(axis, shape)
-        assert sorted(r for g in groups for r in g) == list(range(world)), axis
+        law(sorted(r for g in groups for r in g) == list(range(world)), axis)
         kept = [a for a in AXES if a not in axis.split("_")]  # coordinates held fixed
         for g in groups:
             where = [coordinates(r, shape) for r in g]
-            assert len({tuple(getattr(c, a) for a in kept) for c in where}) == 1, g
+            law(len({tuple(getattr(c, a) for a in kept) for c in where}) == 1, g)
             inner = [tuple(getattr(c, a) for a in AXES if a not in kept) for c in where]
-            assert inner == sorted(inner) and len(set(inner)) == len(g), g
+            law(inner == sorted(inner) and len(set(inner)) == len(g), g)
 
 
 def check_expert_arithmetic(shape: tuple[int, int, int, int], ep: int) -> None:
@@ -228,7 +229,7 @@ def check_expert_arithmetic(shape: tuple[int, int, int, int], ep: int) -> None:
     world = math.prod(shape)
     for axis in EXPERT_AXES:
         groups = group_ranks(axis, shape, ep)
-        assert sorted(r for g in groups for r in g) == list(range(world)), axis
+        law(sorted(r for g in groups for r in g) == list(range(world)), axis)
         for g in groups:
             c = [coordinates(r, shape) for r in g]
             if axis == "ep":
@@ -237,8 +238,8 @@ def check_expert_arithmetic(shape: tuple[int, int, int, int], ep: int) -> None:
             else:
                 fixed = {(x.dp % ep, x.pp, x.tp) for x in c}
                 inner = [(x.dp // ep, x.cp) for x in c]
-            assert len(fixed) == 1 and inner == sorted(set(inner)), (axis, g)
-            assert len(g) == (ep if axis == "ep" else shape[0] // ep * shape[2]), g
+            law(len(fixed) == 1 and inner == sorted(set(inner)), (axis, g))
+            law(len(g) == (ep if axis == "ep" else shape[0] // ep * shape[2]), g)
 
 
 def check_groups(mesh: Mesh) -> dict[str, list[int]]:
@@ -252,7 +253,7 @@ def check_groups(mesh: Mesh) -> dict[str, list[int]]:
         members = [torch.zeros(1, dtype=torch.long) for _ in ranks]
         dist.all_gather(members, torch.tensor([mesh.rank]), group=group)
         seen[axis] = [m.item() for m in members]
-        assert total.item() == sum(ranks) and seen[axis] == ranks, (axis, seen, ranks)
+        law(total.item() == sum(ranks) and seen[axis] == ranks, (axis, seen, ranks))
     return seen
 
 

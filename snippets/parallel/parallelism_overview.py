@@ -31,6 +31,7 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
+from snippets.core.claims import law
 from snippets.core.cli import main_entry, positive_int
 from snippets.core.compare import max_difference
 from snippets.core.runtime import Spec, UsageError, device, print0
@@ -201,7 +202,7 @@ def main(micro_batches: int = M, batch: int = B, layers: int | None = None) -> d
     dist.all_gather_object(rows, check_all(cfg, batch, m))  # rank 0 gets every view
     schedules = [r["schedule"] for r in rows]
     bubble = bubble_fraction(schedules)
-    assert bubble == gpipe_bubble(p, m), f"bubble {bubble} ≠ {gpipe_bubble(p, m)}"
+    law(bubble == gpipe_bubble(p, m), f"bubble {bubble} ≠ {gpipe_bubble(p, m)}")
     tables = {k: [r[k] for r in rows] for k in ("data", "model", "pipeline", "tensor")}
     worst = [
         max(r["max abs diff"] for r in t if isinstance(r["max abs diff"], float))

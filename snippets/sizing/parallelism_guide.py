@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import textwrap
 
+from snippets.core.claims import law
 from snippets.core.cli import main_entry
 from snippets.core.runtime import Spec, print0
 from snippets.sizing import estimate, presets
@@ -126,35 +127,72 @@ def by_setup(rows: list[dict]) -> dict[str, dict]:
 
 
 def check_claims(t: dict) -> None:
-    """What docs/guide.md says in words, held to the numbers."""
+    """What docs/guide.md says in words, held to the numbers. Every one is a law: the
+    rows are the calculator's formulas, the same on any machine."""
     s, b, long = by_setup(t["7b"]), by_setup(t["70b"]), by_setup(t["long"])
-    # 7B: plain DP does not fit 80 GB; ZeRO-1 does, and sends less than DP
-    assert s["DP"]["fits 80 GB"] == "no" and s["ZeRO-1"]["fits 80 GB"] == "yes"
-    assert s["ZeRO-1"]["DP GB sent"] < s["DP"]["DP GB sent"]
+    law(
+        s["DP"]["fits 80 GB"] == "no" and s["ZeRO-1"]["fits 80 GB"] == "yes",
+        "7B: plain DP does not fit 80 GB, ZeRO-1 does",
+    )
+    law(
+        s["ZeRO-1"]["DP GB sent"] < s["DP"]["DP GB sent"],
+        "7B: ZeRO-1 sends less than DP",
+    )
     # ZeRO-2 and -3 shard more but send more under gradient accumulation
-    assert s["ZeRO-1"]["DP GB sent"] < s["ZeRO-2"]["DP GB sent"]
-    assert s["ZeRO-2"]["DP GB sent"] < s["ZeRO-3"]["DP GB sent"]
-    assert s["ZeRO-3"]["total GB"] < s["ZeRO-2"]["total GB"] < s["ZeRO-1"]["total GB"]
-    # TP sends the most bytes of any 7B row; PP the fewest
+    law(
+        s["ZeRO-1"]["DP GB sent"]
+        < s["ZeRO-2"]["DP GB sent"]
+        < s["ZeRO-3"]["DP GB sent"],
+        "7B: each ZeRO stage above 1 sends more than the one below it",
+    )
+    law(
+        s["ZeRO-3"]["total GB"] < s["ZeRO-2"]["total GB"] < s["ZeRO-1"]["total GB"],
+        "7B: each ZeRO stage keeps less than the one below it",
+    )
     sent = {
         r["setup"]: sum(v for k, v in r.items() if k.endswith("sent")) for r in t["7b"]
     }
-    assert max(t["7b"], key=lambda r: r["TP GB sent"])["setup"] == "TP 8"
-    assert min(sent, key=sent.get) == "PP 8", sent
-    # 70B: ZeRO-3 alone leaves activations that do not fit; recompute or TP does
-    assert b["ZeRO-1 64"]["fits 80 GB"] == b["ZeRO-3 64"]["fits 80 GB"] == "no"
-    assert b["ZeRO-3 64"]["activations GB"] > 80
-    assert b["ZeRO-3 64, full recompute"]["fits 80 GB"] == "yes"
-    assert b["TP 8 × ZeRO-1 8"]["fits 80 GB"] == b["TP 8 × PP 8"]["fits 80 GB"] == "yes"
-    # every row with TP is faster than every row without
+    law(
+        max(t["7b"], key=lambda r: r["TP GB sent"])["setup"] == "TP 8",
+        "7B: TP 8 sends the most TP bytes",
+    )
+    law(min(sent, key=sent.get) == "PP 8", f"7B: PP 8 sends the fewest bytes: {sent}")
+    law(
+        b["ZeRO-1 64"]["fits 80 GB"] == b["ZeRO-3 64"]["fits 80 GB"] == "no",
+        "70B: neither ZeRO-1 nor ZeRO-3 on 64 GPUs fits",
+    )
+    law(
+        b["ZeRO-3 64"]["activations GB"] > 80,
+        "70B: ZeRO-3's activations alone are over 80 GB",
+    )
+    law(
+        b["ZeRO-3 64, full recompute"]["fits 80 GB"] == "yes",
+        "70B: ZeRO-3 with full recompute fits",
+    )
+    law(
+        b["TP 8 × ZeRO-1 8"]["fits 80 GB"] == b["TP 8 × PP 8"]["fits 80 GB"] == "yes",
+        "70B: TP 8 × ZeRO-1 8 and TP 8 × PP 8 fit",
+    )
     tp = [r["step s"] for r in t["70b"] if r["setup"].startswith("TP")]
-    assert max(tp) < min(r["step s"] for r in t["70b"] if r["step s"] not in tp)
-    # long sequences: CP halves what a GPU keeps of the sequence's activations
-    assert long["TP 8 × PP 8"]["activations GB"] > 80
-    assert long["TP 8 × PP 4 × CP 2"]["fits 80 GB"] == "yes"
+    law(
+        max(tp) < min(r["step s"] for r in t["70b"] if r["step s"] not in tp),
+        "70B: every row with TP has a shorter step than every row without",
+    )
+    law(
+        long["TP 8 × PP 8"]["activations GB"] > 80,
+        "long: TP 8 × PP 8 keeps over 80 GB of activations",
+    )
+    law(
+        long["TP 8 × PP 4 × CP 2"]["fits 80 GB"] == "yes",
+        "long: TP 8 × PP 4 × CP 2 fits",
+    )
     cp2, cp4 = long["TP 8 × PP 4 × CP 2"], long["TP 8 × PP 2 × CP 4"]
-    assert cp4["activations GB"] < cp2["activations GB"]
-    assert cp2["activations GB"] < long["TP 8 × PP 8"]["activations GB"]
+    law(
+        cp4["activations GB"]
+        < cp2["activations GB"]
+        < long["TP 8 × PP 8"]["activations GB"],
+        "long: more CP keeps fewer activations",
+    )
 
 
 def commands_markdown(runs: dict) -> str:

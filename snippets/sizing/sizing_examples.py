@@ -20,6 +20,7 @@ from __future__ import annotations
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from snippets.core.claims import law
 from snippets.core.cli import main_entry
 from snippets.core.measure import saved_activation_bytes
 from snippets.core.runtime import Spec, print0
@@ -80,7 +81,7 @@ def causal_halving() -> list[dict]:
 
 
 def _row(what: str, predicted: float, measured: int, known: float, why: str) -> dict:
-    assert predicted + known == measured, (what, predicted, known, measured)
+    law(predicted + known == measured, (what, predicted, known, measured))
     return {"quantity": what, "calculator": round(predicted), "measured": measured,
             "known difference": round(known), "why": why}  # fmt: skip
 
@@ -139,9 +140,14 @@ def torchtitan_8b() -> list[dict]:
     layers = m["layers"] * activations.layer_bytes(
         "llama", s, s, b, h, *shape, recompute="selective"
     )
-    assert layers + head == mem["activations"]
+    law(
+        layers + head == mem["activations"],
+        "activations are the layers' plus the head's",
+    )
     measured = 82.4 * 2**30  # torchtitan's Table 1, FSDP, eager
-    assert mem["total"] > measured  # the note says the calculator is above it
+    law(
+        mem["total"] > measured, "the calculator's total is above the measured peak"
+    )  # the note says the calculator is above it
     parts = {
         "model states (2 + 4 + 12 B a parameter, ÷ 8)": mem["total"]
         - mem["activations"] - mem["buffers"],
@@ -203,14 +209,14 @@ def main() -> dict:
         sum(memory.model_states(7.5e9, 2, 2, 12, s, 64).values()) / 1e9
         for s in range(4)
     ]
-    assert [f"{x:.1f}" for x in seven] == ["120.0", "31.4", "16.6", "1.9"], seven
+    law([f"{x:.1f}" for x in seven] == ["120.0", "31.4", "16.6", "1.9"], seven)
     palm = flops.utilization(
         flops.model_flops_per_token(540.35e9, 118, 48 * 256, 2048),
         238.3e3,
         6144,
         275e12,
     )
-    assert f"{palm:.1%}" == "46.2%", palm
+    law(f"{palm:.1%}" == "46.2%", palm)
     print0("ZeRO Figure 1, 7.5B on 64 GPUs: " + " → ".join(f"{x:.1f}" for x in seven))
     print0(f"PaLM 540B: MFU {palm:.1%} (published 46.2%) ✓")
     tables = {

@@ -22,6 +22,7 @@ import json
 import re
 
 from snippets.core.chart_style import PALETTE
+from snippets.core.claims import law
 from snippets.core.cli import main_entry
 from snippets.core.runtime import Spec, print0
 from snippets.sizing import estimate, memory, presets, size_cli
@@ -94,7 +95,7 @@ def read_back(text: str) -> dict:
 def main() -> dict:
     data = widget_data()
     text = widget_html(data)
-    assert read_back(text) == json.loads(json.dumps(data)), "the page data changed"
+    law(read_back(text) == json.loads(json.dumps(data)), "the page data changed")
     print0(
         f"page data: {len(data['models'])} models, {len(data['gpus'])} GPUs, "
         f"{len(data['options'])} CLI options, {len(text):,} bytes"

@@ -26,6 +26,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from snippets.core.claims import law
 from snippets.core.cli import main_entry
 from snippets.core.runtime import Spec, print0
 from snippets.sizing import params, traffic
@@ -148,15 +149,18 @@ def main() -> dict:
     )
     local = sum(psi for _, _, psi, _ in held(graph, d))
     want = params.layer_params("llama", h, cfg.n_head, cfg.n_kv_head, cfg.ffn, 0, d.tp)
-    assert local == want, (local, want)
+    law(local == want, (local, want))
     sent = {k: 0.0 for k in ("tp", "pp", "cp", "dp")}
     for c in collectives(graph, d):
         sent[c["kind"]] += c["bytes"]
     e = x.element_size()
     tp_want = traffic.sent_bytes(traffic.tp_calls(B, N / d.cp, h, e, 1, 1), d.tp)
     cp_want = traffic.cp_calls(B, N / d.cp, kv_width, e, 1, 1, d.cp, d.tp)
-    assert math.isclose(sent["tp"], tp_want, rel_tol=1e-12), (sent["tp"], tp_want)
-    assert math.isclose(sent["cp"], traffic.sent_bytes(cp_want, d.cp), rel_tol=1e-12)
+    law(math.isclose(sent["tp"], tp_want, rel_tol=1e-12), (sent["tp"], tp_want))
+    law(
+        math.isclose(sent["cp"], traffic.sent_bytes(cp_want, d.cp), rel_tol=1e-12),
+        "CP's bytes sent equal the ring formula's",
+    )
     print0(f"{graph['model']}: {len(graph['ops'])} ops, {cfg.num_params():,} params")
     print0(f"at tp={d.tp}: {local:,.0f} params a rank = params.layer_params ✓")
     print0(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from snippets.core.claims import law
 from snippets.core.cli import main_entry
 from snippets.core.runtime import Spec, print0
 from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
@@ -69,25 +70,25 @@ def hooked_forward(model: torch.nn.Module, args: tuple) -> tuple[dict, dict, int
 def check(model: torch.nn.Module, args: tuple, graph: dict) -> dict:
     """Every agreement the docstring lists; returns the numbers compared."""
     mods = {m["id"]: m for m in graph["modules"]}
-    assert list(mods) == [n for n, _ in model.named_modules()], "module tree"
+    law(list(mods) == [n for n, _ in model.named_modules()], "module tree")
     params = list(model.parameters())  # each shared tensor once
     numel = sum(p.numel() for p in params)
     nbytes = sum(p.numel() * p.element_size() for p in params)
-    assert mods[""]["params"] == numel, (mods[""]["params"], numel)
-    assert mods[""]["bytes"] == nbytes, (mods[""]["bytes"], nbytes)
+    law(mods[""]["params"] == numel, (mods[""]["params"], numel))
+    law(mods[""]["bytes"] == nbytes, (mods[""]["bytes"], nbytes))
     shapes, calls, flops = hooked_forward(model, args)
     for name, want in shapes.items():
         own = [op for op in graph["ops"] if op["module"] == name]
-        assert own and own[-1]["out"][0]["shape"] == want, (name, want)
+        law(own and own[-1]["out"][0]["shape"] == want, (name, want))
     total = sum(op["flops"] for op in graph["ops"])
-    assert total == flops, (total, flops)
+    law(total == flops, (total, flops))
     linears = sum(
         calls.get(n, 0)
         for n, m in model.named_modules()
         if isinstance(m, torch.nn.Linear)
     )
     ops = sum(op["op"] == "aten.linear" for op in graph["ops"])
-    assert ops == linears, (ops, linears)
+    law(ops == linears, (ops, linears))
     return {"params": numel, "bytes": nbytes, "flops": total, "linears": linears}
 
 

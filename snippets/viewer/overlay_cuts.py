@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 
+from snippets.core.claims import law
 from snippets.core.cli import main_entry
 from snippets.core.runtime import Spec, print0
 from snippets.sizing import presets
@@ -71,7 +72,7 @@ def check(graph: dict, seq: int, d: Degrees) -> dict:
     expect = {"model states": states, "TP": comm["tp"], "DP": comm["dp"]}
     expect["PP"] = comm["pp"]
     for key, value in expect.items():
-        assert math.isclose(got[key], value, rel_tol=1e-12), (key, got[key], value)
+        law(math.isclose(got[key], value, rel_tol=1e-12), (key, got[key], value))
     return got
 
 

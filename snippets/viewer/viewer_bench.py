@@ -37,6 +37,7 @@ from pathlib import Path
 import torch
 
 from snippets.core.cli import OneLineParser, guarded, positive_int
+from snippets.core.claims import LawBroken
 from snippets.core.errors import UsageError
 from snippets.models.tiny_gpt import GPT, GPTConfig
 from snippets.viewer.graph_export import ancestors, export_graph
@@ -116,7 +117,7 @@ def measure(graph: dict, repeats: int = 5) -> dict:
         raise RuntimeError(f"the page failed: {errors[0]}")
     nodes = node_count(graph)
     if drawn != nodes:
-        raise RuntimeError(f"the page drew {drawn} boxes, the graph has {nodes}")
+        raise LawBroken(f"the page drew {drawn} boxes, the graph has {nodes}")
     s = {k: summary(v) for k, v in found.items()}
     return {
         "nodes": nodes,

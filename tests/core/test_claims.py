@@ -46,16 +46,49 @@ def test_a_ratio_against_one():
     assert c.verdict(c.Spread(1.5, 0.9, 1.8)) == c.TIED
 
 
-def test_a_claim_renders_and_a_contradicting_result_fails_naming_it():
-    beats = c.Claim("{a} beats {b} at {size}", lambda r: r["ta"] < r["tb"])
-    data = {"a": "ring", "b": "tree", "size": "4 KiB", "ta": 1.0, "tb": 2.0}
-    assert c.check([beats], data) == ["ring beats tree at 4 KiB"]
-    with pytest.raises(c.ClaimFailed, match="ring beats tree at 4 KiB"):
-        c.check([beats], data | {"ta": 3.0})
-    # every false claim is named, not only the first
-    other = c.Claim("{b} is slower", lambda r: r["tb"] > r["ta"])
-    with pytest.raises(c.ClaimFailed, match="2 claim.*beats.*slower"):
-        c.check([beats, other], data | {"ta": 3.0})
+def test_a_law_renders_and_a_broken_one_fails_naming_it():
+    beats = c.Law("{a} sends {b} bytes", lambda r: r["sent"] == r["b"])
+    data = {"a": "ring", "b": 96, "sent": 96}
+    assert c.check([beats], data) == ["ring sends 96 bytes"]
+    with pytest.raises(c.LawBroken, match="ring sends 96 bytes"):
+        c.check([beats], data | {"sent": 97})
+    # every broken law is named, not only the first
+    other = c.Law("{b} is even", lambda r: r["sent"] % 2 == 0)
+    with pytest.raises(c.LawBroken, match="2 law.*sends.*even"):
+        c.check([beats, other], data | {"sent": 97})
+    c.law(True, "never raised")
+    with pytest.raises(c.LawBroken, match="counted 3, expected 4"):
+        c.law(3 == 4, "counted 3, expected 4")
+
+
+FASTER_OR_NOT = c.Observation(
+    says={"faster": "{a} beat {b}", "slower": "{b} beat {a}", "tied": "a draw"},
+    judge=lambda r: c.compare(r["ta"], r["tb"]).split()[0].replace("not", "tied"),
+    cases={
+        "faster": {"a": "x", "b": "y", "ta": [1, 1.1], "tb": [2, 2.1]},
+        "slower": {"a": "x", "b": "y", "ta": [2, 2.1], "tb": [1, 1.1]},
+        "tied": {"a": "x", "b": "y", "ta": [1, 2], "tb": [1.5, 2.5]},
+    },
+)
+
+
+def test_an_observation_says_each_outcome_and_never_fails_the_run():
+    for outcome, case in FASTER_OR_NOT.cases.items():
+        assert FASTER_OR_NOT.outcome(case) == outcome
+        said = c.check([FASTER_OR_NOT], case)
+        assert said == [FASTER_OR_NOT.says[outcome].format_map(case)]
+    assert c.check([FASTER_OR_NOT], FASTER_OR_NOT.cases["slower"]) == ["y beat x"]
+
+
+def test_an_observation_needs_two_outcomes_each_with_its_case():
+    with pytest.raises(ValueError, match="at least two outcomes"):
+        c.Observation(says={"a": "a"}, judge=lambda r: "a", cases={"a": {}})
+    with pytest.raises(ValueError, match="cases for"):
+        c.Observation(says={"a": "a", "b": "b"}, judge=lambda r: "a", cases={"a": {}})
+    odd = c.Observation(says={"a": "a", "b": "b"}, judge=lambda r: "c",
+                        cases={"a": {}, "b": {}})  # fmt: skip
+    with pytest.raises(ValueError, match="outcome 'c' has no sentence"):
+        odd.render({})
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,8 @@
 """What the cost model and the all-reduce benchmark may say, from this run's numbers.
 
-Two kinds of sentence (``snippets.core.claims``): fixed statements about the fit and
-the model, which ``model_claims`` checks and which fail the run when contradicted; and
+Two kinds of sentence (``snippets.core.claims``): ``model_claims`` says how the fit
+came out (observations, a sentence for each outcome) and checks what the model's
+formulas imply whatever the fit (laws, which fail the run when broken); and
 comparisons of measured times, which ``findings`` writes from the
 records so that they rank only what the spread separates. "Faster" and "slower" are
 the paired ratio's IQR (built-in ÷ ours over interleaved rounds) lying wholly above or
@@ -20,7 +21,8 @@ from snippets.core.claims import (
     FASTER,
     SLOWER,
     TIED,
-    Claim,
+    Law,
+    Observation,
     Spread,
     check,
     order,
@@ -44,19 +46,66 @@ def target_outcome(ratio: Spread) -> str:
     return OUTCOME[verdict(ratio, TARGET)]
 
 
+FIT_CLAIMS = [
+    Observation(
+        says={
+            "positive": "α > 0 and β > 0",
+            "not": "the fit gave α = {alpha:.2g} s and β = {beta:.2g} s/B: a term that "
+            "is not positive, so this run's line explains little",
+        },
+        judge=lambda f: "positive" if f["alpha"] > 0 and f["beta"] > 0 else "not",
+        cases={
+            "positive": {"alpha": 2e-5, "beta": 1e-9},
+            "not": {"alpha": -1e-6, "beta": 1e-9},
+        },
+    ),
+    Observation(
+        says={
+            "inside": "α + mβ is within the rounds' range at {inside} of {n} sizes "
+            "(their IQR: {iqr}), a majority",
+            "outside": "α + mβ is within the rounds' range at only {inside} of {n} "
+            "sizes (their IQR: {iqr}): on this run the line misses most of them",
+        },
+        judge=lambda f: "inside" if f["inside"] > f["n"] / 2 else "outside",
+        cases={
+            "inside": {"inside": 9, "iqr": 6, "n": 11},
+            "outside": {"inside": 2, "iqr": 0, "n": 11},
+        },
+    ),
+    Law(
+        "halving/doubling never loses to the ring when p is a power of 2",
+        lambda f: f["hd"],
+    ),
+    Observation(
+        says={
+            "naive": "naive_everyone beats the ring at 4 bytes",
+            "ring": "with this run's α and β the ring beats naive_everyone at 4 bytes "
+            "for some p up to 1,024",
+        },
+        judge=lambda f: "naive" if f["naive"] else "ring",
+        cases={"naive": {"naive": True}, "ring": {"naive": False}},
+    ),
+]
+
+
 def model_claims(m: Machine, sizes: Sequence[int], rounds: Sequence[list]) -> list:
-    """The note's fixed sentences on the fit and the model, checked on this run. The
-    fit's test is the noise itself: the line must pass between the fastest and the
-    slowest round at most sizes, so a busier machine widens the band it has to hit
-    instead of tripping a fixed threshold."""
+    """The note's sentences on the fit and the model, from this run. The fit's test
+    is the noise itself: does the line pass between the fastest and the slowest round
+    at most sizes? A busier machine widens the band it has to hit, and a miss is said,
+    not failed: the fit is what this machine measured. That halving/doubling never
+    loses to the ring for a power of 2 is a law: log₂ p ≤ p − 1 for any α, β ≥ 0."""
     line = [m.alpha + s * m.beta for s in sizes]
     powers, sizes_n = [2**k for k in range(1, 11)], [2**e for e in range(2, 31, 4)]
+    positive = Machine(max(m.alpha, 0.0), max(m.beta, 0.0), max(m.gamma, 0.0))
     facts = {
+        "alpha": m.alpha,
+        "beta": m.beta,
         "inside": sum(min(r) <= t <= max(r) for t, r in zip(line, rounds)),
         "iqr": sum(q.lo <= t <= q.hi for t, q in zip(line, map(Spread.of, rounds))),
         "n": len(sizes),
         "hd": all(
-            predict("halving_doubling", p, n, m) <= predict("ring", p, n, m)
+            predict("halving_doubling", p, n, positive)
+            <= predict("ring", p, n, positive)
             for p in powers
             for n in sizes_n
         ),
@@ -65,22 +114,7 @@ def model_claims(m: Machine, sizes: Sequence[int], rounds: Sequence[list]) -> li
             for p in range(2, 1025)
         ),
     }
-    return check(
-        [
-            Claim("α > 0 and β > 0", lambda f: m.alpha > 0 and m.beta > 0),
-            Claim(
-                "α + mβ is within the rounds' range at {inside} of {n} sizes "
-                "(their IQR: {iqr}), a majority",
-                lambda f: f["inside"] > f["n"] / 2,
-            ),
-            Claim(
-                "halving/doubling never loses to the ring when p is a power of 2",
-                lambda f: f["hd"],
-            ),
-            Claim("naive_everyone beats the ring at 4 bytes", lambda f: f["naive"]),
-        ],
-        facts,
-    )
+    return check(FIT_CLAIMS, facts)
 
 
 def median_error(predicted: Sequence[float], measured: Sequence[float]) -> float:

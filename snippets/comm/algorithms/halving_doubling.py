@@ -36,6 +36,7 @@ from snippets.comm.messages import (
 )
 from snippets.comm.plumbing import begin, combine_, end
 from snippets.comm.trace_frames import record_allreduce
+from snippets.core.claims import law
 from snippets.core.cli import main_entry
 from snippets.core.player import player_html
 from snippets.core.runtime import Spec, device, print0
@@ -144,8 +145,9 @@ def main(numel: int = 1_000_003) -> dict:
     q = 1 << (p.bit_length() - 1)
     rounds = len({s.step for s in merged})
     expected = 2 * (q.bit_length() - 1) + (2 if q < p else 0)
-    assert rounds == expected, (
-        f"{rounds} rounds, expected 2·log2 q (+2 to fold and unfold) = {expected}"
+    law(
+        rounds == expected,
+        f"{rounds} rounds, expected 2·log2 q (+2 to fold and unfold) = {expected}",
     )
     rows = trace_rows(merged)
     print0(

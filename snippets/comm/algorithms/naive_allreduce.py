@@ -24,6 +24,7 @@ from snippets.comm import plumbing
 from snippets.comm.messages import recv, send, wait_all
 from snippets.comm.plumbing import begin, combine_, end
 from snippets.comm.trace_frames import record_allreduce
+from snippets.core.claims import law
 from snippets.core.cli import main_entry
 from snippets.core.player import player_html
 from snippets.core.runtime import Spec, device, print0
@@ -98,7 +99,10 @@ def main(numel: int = 200_003) -> dict:
         sent[variant] = per_rank
     nbytes = n_small * 8
     ring = round(2 * (p - 1) / p * nbytes)
-    assert sent["root"][0] == sent["everyone"][0] == (p - 1) * nbytes
+    law(
+        sent["root"][0] == sent["everyone"][0] == (p - 1) * nbytes,
+        "each rank of both naive forms sends (p - 1) times the tensor's bytes",
+    )
     rows = [
         {
             "rank": r,

@@ -37,6 +37,7 @@ from snippets.comm.messages import (
 )
 from snippets.comm.plumbing import begin, combine_, end
 from snippets.comm.trace_frames import record_allreduce
+from snippets.core.claims import law
 from snippets.core.cli import main_entry
 from snippets.core.player import player_html
 from snippets.core.runtime import Spec, device, print0
@@ -183,7 +184,7 @@ def main(numel: int = 1_000_003) -> dict:
         fn(torch.ones(n_small, dtype=torch.float64, device=dev), trace=t)
         traces[fn.__name__] = gather_trace(t)
     D = max(depth(p, q) for q in range(p))
-    assert D == (p - 1).bit_length(), f"tree depth {D} is not ⌈log2 {p}⌉"
+    law(D == (p - 1).bit_length(), f"tree depth {D} is not ⌈log2 {p}⌉")
     rows = []
     for r in range(p):
         roles = [
@@ -201,7 +202,7 @@ def main(numel: int = 1_000_003) -> dict:
             }
         )
     both_inner = sum(row["tree 1"] == row["tree 2"] == "inner" for row in rows)
-    assert both_inner <= p % 2, f"{both_inner} ranks are inner nodes of both trees"
+    law(both_inner <= p % 2, f"{both_inner} ranks are inner nodes of both trees")
     steps = len({s.step for s in traces["tree_allreduce"]})
     print0(f"{p} ranks, {numel:,} float64: tree and double tree == dist.all_reduce")
     print0(f"  for {', '.join(plumbing.REDUCE_OPS)}")

@@ -32,6 +32,7 @@ from snippets.comm.collective.symmetric_collectives import (
     barrier,
     reduce_scatter,
 )
+from snippets.core.claims import law
 from snippets.core.cli import main_entry
 from snippets.core.player import player_html
 from snippets.core.runtime import Spec, device, print0
@@ -148,7 +149,7 @@ def main() -> dict:
         (a_args, a), (b_args, b) = make(), make()
         ours(*a_args), theirs(*b_args)
         same = all(map(torch.equal, a, b)) if isinstance(a, list) else torch.equal(a, b)
-        assert same, f"rank {me}: {name} differs from dist.{name}"
+        law(same, f"rank {me}: {name} differs from dist.{name}")
         rows.append((name, "== torch's ✓"))
 
     # gloo's all_to_all wants equal pieces: the oracle is all_gather_object
@@ -160,12 +161,15 @@ def main() -> dict:
     everyone: list = [None] * p
     dist.all_gather_object(everyone, [t.cpu() for t in uneven_in])
     got = [t.cpu() for t in uneven_out]
-    assert all(map(torch.equal, got, [everyone[j][me] for j in range(p)]))
+    law(
+        all(map(torch.equal, got, [everyone[j][me] for j in range(p)])),
+        "uneven all_to_all equals all_gather_object's pieces",
+    )
     rows.append(("all_to_all, uneven", "== all_gather_object ✓"))
 
     last_in, first_out = barrier_times(barrier, BARRIER_DELAY_S)
     early = last_in - first_out
-    assert early <= 0, f"a rank left the barrier {early:.3f} s before the last came"
+    law(early <= 0, f"a rank left the barrier {early:.3f} s before the last came")
     rows.append(("barrier", "waited for the last ✓"))
 
     table = []

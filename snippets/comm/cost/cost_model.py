@@ -28,7 +28,7 @@ from snippets.comm.cost.cost_formulas import (
 )
 from snippets.comm.ping_pong import ping_pong_rounds
 from snippets.core.charts import Note, line_chart
-from snippets.core.claims import Claim, check
+from snippets.core.claims import Observation, check
 from snippets.core.cli import main_entry
 from snippets.core.measure import time_it
 from snippets.core.runtime import Spec, device, print0
@@ -125,17 +125,37 @@ def measure_machine(
 
 
 TERMS = [
-    Claim(
-        "α is {small_share:.0%} of α + mβ at {small}, mβ {large_share:.0%} at "
-        "{large}: α decides small messages, β large ones",
-        lambda f: f["small_share"] > 0.5 and f["large_share"] > 0.5,
+    Observation(
+        says={
+            "both": "α is {small_share:.0%} of α + mβ at {small}, mβ {large_share:.0%} "
+            "at {large}: α decides small messages, β large ones",
+            "not": "α is {small_share:.0%} of α + mβ at {small}, mβ {large_share:.0%} "
+            "at {large}: on this run's fit one term decides at both ends",
+        },
+        judge=lambda f: (
+            "both" if f["small_share"] > 0.5 and f["large_share"] > 0.5 else "not"
+        ),
+        cases={
+            "both": {
+                "small": "8 B",
+                "large": "8 MiB",
+                "small_share": 0.99,
+                "large_share": 0.9,
+            },
+            "not": {
+                "small": "8 B",
+                "large": "8 MiB",
+                "small_share": 0.2,
+                "large_share": 0.9,
+            },
+        },  # fmt: skip
     )
 ]
 
 
 def terms_point(m: Machine, sizes: Sequence[int]) -> str:
-    """The note's point on the two terms, checked on this run's fit: ClaimFailed (an
-    AssertionError naming the sentence) where the fit contradicts it."""
+    """The note's point on the two terms, said from this run's fit: which term decides
+    at each end is what this machine measured, and the sentence says so either way."""
     small, large = min(sizes), max(sizes)
     facts = {
         "small": size_text(small),

@@ -22,6 +22,7 @@ import torch
 import torch.distributed as dist
 
 from snippets.attention.zigzag_layout import zigzag_shard
+from snippets.core.claims import law
 from snippets.core.cli import main_entry, positive_int
 from snippets.core.compare import max_difference
 from snippets.core.runtime import Spec, device, print0
@@ -78,7 +79,7 @@ def train_against_single(cfg: GPTConfig, steps: int, group=None, b: int = 2) -> 
         worst = torch.tensor([float(w) for w in worst], dtype=F64)
         dist.all_reduce(worst, op=dist.ReduceOp.MAX, group=group)  # fail together
         # Adam divides by √v + ε, which magnifies last-bit differences in the params
-        assert worst[:3].max() < 1e-12 and worst[3] < 1e-10, (step, worst.tolist())
+        law(worst[:3].max() < 1e-12 and worst[3] < 1e-10, (step, worst.tolist()))
         keys = ("d_loss", "d_logits", "d_grads", "d_params")
         rows.append(
             {"step": step, "loss": loss.item(), **dict(zip(keys, worst.tolist()))}
@@ -86,7 +87,7 @@ def train_against_single(cfg: GPTConfig, steps: int, group=None, b: int = 2) -> 
     gaps = torch.tensor([(wrong - logits_r).abs().max().item(), unreduced], dtype=F64)
     dist.all_reduce(gaps, op=dist.ReduceOp.MAX, group=group)
     # each mistake must miss by a million times the tolerance (at cp = 1 they are none)
-    assert cp == 1 or gaps.min() > 1e-6, f"a deliberate mistake went unseen: {gaps}"
+    law(cp == 1 or gaps.min() > 1e-6, f"a deliberate mistake went unseen: {gaps}")
     mistakes = dict(
         zip(("positions 0..s/cp-1", "grads before all-reduce"), gaps.tolist())
     )
@@ -95,8 +96,11 @@ def train_against_single(cfg: GPTConfig, steps: int, group=None, b: int = 2) -> 
         for phase in PHASES:
             got = log.totals(f"blocks.{i}", phase)
             formula = ring_elements(cp, b, s, h, phase)
-            assert got["elements"] == formula, (i, phase, got, formula)
-            assert got["bytes"] == formula * F64.itemsize  # dK, dV too: fp64 in
+            law(got["elements"] == formula, (i, phase, got, formula))
+            law(
+                got["bytes"] == formula * F64.itemsize,
+                "every element sent is fp64: bytes = 8 × elements",
+            )  # dK, dV too: fp64 in
             comm.append({"layer": i, "phase": phase, **got, "formula": formula})
     return {"cp": cp, "steps": rows, "mistakes": mistakes, "comm": comm}
 

@@ -22,6 +22,7 @@ import torch
 import torch.distributed as dist
 
 from snippets.core.charts import timeline_chart
+from snippets.core.claims import law
 from snippets.core.cli import main_entry, positive_float, positive_int
 from snippets.core.runtime import Spec, print0
 from snippets.core.traces import chrome_trace, write_chrome_trace
@@ -114,7 +115,10 @@ def main(bucket_cap_mb: float = 0.25, steps: int = 2, trace: str | None = None) 
         opt.step()
         opt.zero_grad()
     mine = spans(model.timeline, t0)
-    assert len(mine) == len(model.buckets) and all(r["end"] >= r["start"] for r in mine)
+    law(
+        len(mine) == len(model.buckets) and all(r["end"] >= r["start"] for r in mine),
+        "one record per bucket, each ending after it starts",
+    )
     per_rank: list = [None] * p
     dist.all_gather_object(per_rank, mine)
     hidden = [hidden_fraction(rows) for rows in per_rank]

@@ -29,6 +29,7 @@ import torch.distributed as dist
 import torch.nn as nn
 
 from snippets.comm.collective.all_to_all import all_to_all_single
+from snippets.core.claims import law
 from snippets.core.cli import main_entry, positive_float, positive_int
 from snippets.core.errors import UsageError
 from snippets.core.runtime import Spec, device, print0
@@ -179,12 +180,12 @@ def main(experts: int = 4, top_k: int = 2, capacity_factor: float | None = None)
         gaps[name] = (grad - ref_grad).abs().max()
     worst = torch.stack(list(gaps.values())).max()
     dist.all_reduce(worst, op=dist.ReduceOp.MAX)
-    assert worst < 1e-12, {k: float(v) for k, v in gaps.items() if v >= 1e-12}
+    law(worst < 1e-12, {k: float(v) for k, v in gaps.items() if v >= 1e-12})
     with torch.no_grad():
         M = crossing(dense, xs, ep.E_local)
     off = M - torch.diag(M.diagonal())  # assignments that cross ranks
     want = int(off[rank].sum() + off[:, rank].sum())  # dispatch out + combine out
-    assert ep.comm == {"forward": want, "backward": want}, (ep.comm, want)
+    law(ep.comm == {"forward": want, "backward": want}, (ep.comm, want))
     print0(
         f"{p} ranks × {experts // p} experts, top-{top_k}, tokens {counts}: "
         f"= dense (max |Δ| {worst.item():.0e}) ✓"

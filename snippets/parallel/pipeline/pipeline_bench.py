@@ -40,7 +40,15 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
-from snippets.core.claims import Claim, Spread, check, ratio_sentence, signed
+from snippets.core.claims import (
+    Law,
+    LawBroken,
+    Observation,
+    Spread,
+    check,
+    ratio_sentence,
+    signed,
+)
 from snippets.core.cli import (
     OneLineParser,
     add_run_arguments,
@@ -102,7 +110,7 @@ def step_pair(m: int, rows: int) -> tuple[Callable, Callable, float]:
     la, lb = ours(), torchs()
     ga, gb = grads(mine), grads(theirs)
     if sorted(ga) != sorted(gb):
-        raise AssertionError(f"gradients on different parameters: {sorted(ga)}")
+        raise LawBroken(f"gradients on different parameters: {sorted(ga)}")
     diffs = [(ga[n] - gb[n]).abs().max().item() for n in ga]
     diffs += [] if la is None else [abs(la.item() - lb.item())]
     worst = torch.tensor(max(diffs), dtype=torch.float64, device=device())
@@ -166,20 +174,31 @@ def measure(m: int, rounds: int, repeats: int) -> list[dict]:
 
 
 BUBBLE_CLAIMS = [
-    Claim(
-        "a B took longer than an F ({b_ms:.1f} against {f_ms:.1f} ms), and the 1F1B "
-        "plan played with those two times leaves the formula's bubble ({plan_at:.3f} "
-        "against {bubble_formula:.3f})",
-        lambda r: (
-            r["b_ms"] > r["f_ms"] and abs(r["plan_at"] - r["bubble_formula"]) < 1e-9
-        ),
+    Observation(
+        says={
+            "longer": "A B took longer than an F ({b_ms:.1f} against {f_ms:.1f} ms): "
+            "backward computes two products to forward's one.",
+            "not longer": "On this run a B took no longer than an F ({b_ms:.1f} "
+            "against {f_ms:.1f} ms), though backward computes two products to "
+            "forward's one.",
+        },
+        judge=lambda r: "longer" if r["b_ms"] > r["f_ms"] else "not longer",
+        cases={
+            "longer": {"b_ms": 20.0, "f_ms": 10.0},
+            "not longer": {"b_ms": 10.0, "f_ms": 10.5},
+        },
+    ),
+    Law(
+        "The 1F1B plan played with those two times leaves the formula's bubble "
+        "({plan_at:.3f} against {bubble_formula:.3f}).",
+        lambda r: abs(r["plan_at"] - r["bubble_formula"]) < 1e-9,
     ),
 ]
 
 
 def bubble_point(r: dict) -> list[str]:
-    """The note's point on the bubble, checked on this run's record: ClaimFailed
-    (an AssertionError naming the sentence) where the run contradicts it."""
+    """The note's point on the bubble, said from this run's record: LawBroken where
+    the plan no longer leaves the formula's bubble."""
     return check(BUBBLE_CLAIMS, r)
 
 
@@ -266,10 +285,11 @@ def bench(argv: list[str]) -> int:
 
 def main(m: int = 8, rounds: int = ROUNDS, repeats: int = REPEATS) -> dict:
     records = measure(m, rounds, repeats)
-    bubble_point(records[1])  # a run that contradicts the note's point fails
+    point = bubble_point(records[1])  # a plan that breaks the formula fails
     for line in lines(records):
         print0(line)
     said = [sentence(records[0], "our 1F1B step", "torch's Schedule1F1B")]
+    said += [" ".join(point)]
     provenance = {"backend": dist.get_backend(), "world_size": dist.get_world_size()}
     return {"records": records, "verdicts": [*said, bubble_sentence(records[1])],
             "provenance": provenance}  # fmt: skip

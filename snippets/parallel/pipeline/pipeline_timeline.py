@@ -31,7 +31,7 @@ import torch
 import torch.distributed as dist
 
 from snippets.core.charts import Note, timeline_chart
-from snippets.core.claims import Spread, order, signed
+from snippets.core.claims import Spread, law, order, signed
 from snippets.core.cli import main_entry, positive_int
 from snippets.core.compare import max_difference
 from snippets.core.runtime import Spec, print0
@@ -227,15 +227,15 @@ def main(m: int = 4, chunks: int = 2, repeats: int = 3, trace_dir=None) -> dict:
         )
         found_by[name] = bubbles
         unit, formula = simulate(plan, v).bubble, bubble_formula(name, p, m, v)
-        assert unit == formula, f"{name}: dry run {unit} ≠ formula {formula}"
+        law(unit == formula, f"{name}: dry run {unit} ≠ formula {formula}")
         peaks = peak_in_flight(plan)
-        assert peaks == peak_formula(name, p, m, v), f"{name}: peaks {peaks}"
+        law(peaks == peak_formula(name, p, m, v), f"{name}: peaks {peaks}")
         measured = [f[2] for f in found]
-        assert measured == peaks, f"{name}: autograd held {measured}, plan {peaks}"
+        law(measured == peaks, f"{name}: autograd held {measured}, plan {peaks}")
         error = max(f[0] for f in found)
-        assert error < 1e-12, f"{name}: gradients differ from one process by {error}"
+        law(error < 1e-12, f"{name}: gradients differ from one process by {error}")
         every = sorted(n for n, _ in reference.named_parameters())
-        assert sorted({n for f in found for n in f[1]}) == every, f"{name}: coverage"
+        law(sorted({n for f in found for n in f[1]}) == every, f"{name}: coverage")
         label = f"{name} (v={v})" if v > 1 else name
         rows.append({
             "schedule": label, "formula": float(formula), "dry_run": float(unit),

@@ -40,6 +40,7 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
+from snippets.core.claims import law
 from snippets.core.cli import main_entry, positive_int
 from snippets.core.compare import max_difference
 from snippets.core.runtime import Spec, UsageError, print0
@@ -225,7 +226,7 @@ def train_sharded(
     for idx, targets in data:
         b = idx.shape[0] // N  # this rank's rows
         m = b // micro_steps  # rows per micro-batch
-        assert m * micro_steps == b, f"{b} rows do not split into {micro_steps}"
+        law(m * micro_steps == b, f"{b} rows do not split into {micro_steps}")
         optimizer.zero_grad()
         optimizer.comm.reset()
         for k in range(micro_steps):
@@ -248,20 +249,20 @@ def main(stage: int | None = None, steps: int = 2) -> dict:
         calls = dict(opt.comm.calls)  # the last step's
         n = len(opt.units) if s == 3 else len(opt.pieces)  # a unit, or a parameter
         gathers = 2 * n if s == 3 else n  # stage 3 gathers again for the backward
-        assert calls == {"all_gather": gathers, "reduce_scatter": n}, (s, calls)
+        law(calls == {"all_gather": gathers, "reduce_scatter": n}, (s, calls))
         mine = sum(pc.b - pc.a for pc in opt.pieces)
         measured = memory_report(module, opt)
         held = measured["parameters"] + measured["gradients"] + measured["optimizer"]
         held -= measured["optimizer_scalars"]
         exact = zero_memory.sharded_bytes(s, psi, mine, 8, 8, 16)["total"]
-        assert held == exact, f"stage {s}: holds {held} B, its shards say {exact}"
+        law(held == exact, f"stage {s}: holds {held} B, its shards say {exact}")
         state = full_state_dict(module)
         delta = torch.tensor(max_difference(state, reference))
         dist.all_reduce(delta, op=dist.ReduceOp.MAX)
-        assert delta.item() < 1e-12, f"stage {s}: {delta.item():.1e} from one process"
+        law(delta.item() < 1e-12, f"stage {s}: {delta.item():.1e} from one process")
         sent = sum(comm[-1].values())
         padded = sum(pc.N * pc.s for pc in opt.pieces)
-        assert sent == zero_memory.comm_values(s, padded), (sent, padded)
+        law(sent == zero_memory.comm_values(s, padded), (sent, padded))
         rows.append(
             {
                 "stage": s,

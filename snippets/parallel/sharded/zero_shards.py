@@ -20,6 +20,8 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
+from snippets.core.claims import law
+
 
 # --8<-- [start:comm]
 class CommCounter:
@@ -69,7 +71,7 @@ class Piece:
     only copy that persists; the full parameter exists only between gather and free."""
 
     def __init__(self, param: nn.Parameter, comm: CommCounter, own_storage: bool):
-        assert param.is_contiguous(), "parameters are sharded through a flat view"
+        law(param.is_contiguous(), "parameters are sharded through a flat view")
         rank, N = dist.get_rank(comm.group), dist.get_world_size(comm.group)
         self.param, self.comm, self.N = param, comm, N
         self.n = param.numel()

@@ -28,6 +28,7 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
+from snippets.core.claims import law
 from snippets.core.cli import main_entry
 from snippets.core.compare import max_difference
 from snippets.core.runtime import Spec, print0
@@ -182,7 +183,7 @@ def main() -> dict:
     worst += [abs(x.item() - loss.item()) for x in (loss_tp, loss_sp)]
     worst = torch.tensor(worst, dtype=torch.float64)
     dist.all_reduce(worst, op=dist.ReduceOp.MAX)
-    assert worst.max() < 1e-12, worst.tolist()
+    law(worst.max() < 1e-12, worst.tolist())
     comm = memory.comm_rows(logs, b, s, h, t)  # before compare() runs blocks again
     rows = memory.compare(dense, tp, sp, b, s, cfg, group=None)
     print0(f"tiny GPT H={cfg.n_head} d={h} L={cfg.n_layer}, b={b} s={s}, t={t}")

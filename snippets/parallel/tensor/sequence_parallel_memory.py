@@ -27,6 +27,7 @@ from fractions import Fraction
 import torch
 import torch.distributed as dist
 
+from snippets.core.claims import law
 from snippets.core.measure import saved_activation_bytes
 from snippets.core.runtime import print0
 from snippets.parallel.tensor.tensor_parallel import CommLog, own_block
@@ -66,7 +67,7 @@ def compare(dense, tp, sp, b: int, s: int, cfg, group=None) -> list[dict]:
         block, xin = model.blocks[0], inputs[layout].clone().requires_grad_()
         measured = saved_activation_bytes(lambda: block(xin), block) // 8  # fp64
         formula = layer_activations(b, s, h, a, t, layout)
-        assert measured == formula, f"{layout}: {measured} saved, formula {formula}"
+        law(measured == formula, f"{layout}: {measured} saved, formula {formula}")
         paper = korthikanti_bytes(b, s, h, a, t, layout)
         rows.append({"layout": layout, "measured": measured, "formula": int(formula)})
         rows[-1]["paper_bytes"] = float(paper)
@@ -83,7 +84,7 @@ def comm_rows(logs: dict[str, CommLog], b: int, s: int, h: int, t: int) -> list[
     rows = []
     for layout, log in logs.items():
         sent = log.sent(tag="blocks.0")
-        assert sent == formula[layout], f"{layout}: sent {sent}, formula {formula}"
+        law(sent == formula[layout], f"{layout}: sent {sent}, formula {formula}")
         row = {"layout": layout, "sent": float(sent), "formula": float(formula[layout])}
         for phase in ("forward", "backward"):
             calls = (

@@ -31,6 +31,7 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
+from snippets.core.claims import law
 from snippets.core.cli import main_entry, positive_int
 from snippets.core.compare import max_difference
 from snippets.core.runtime import Spec, print0
@@ -140,15 +141,18 @@ def train_against_dense(cfg: GPTConfig, steps: int, group=None, b: int = 2) -> d
         worst.append(max_difference(tp, dense, part=mine))
         worst = torch.tensor(worst, dtype=F64)
         dist.all_reduce(worst, op=dist.ReduceOp.MAX, group=group)  # fail together
-        assert worst.max() < 1e-12, f"step {step}: {worst.tolist()} vs one process"
+        law(worst.max() < 1e-12, f"step {step}: {worst.tolist()} vs one process")
         keys = ("d_loss", "d_logits", "d_grads", "d_params")
         rows.append(
             {"step": step, "loss": loss.item(), **dict(zip(keys, worst.tolist()))}
         )
     per_layer, formula = log.sent(tag="blocks.0"), Fraction(8 * b * s * h * (t - 1), t)
     counts = [log.count(tag="blocks.0", phase=p, op="all_reduce") for p in PHASES]
-    assert per_layer == formula and counts == [2, 2], (per_layer, formula, counts)
-    assert all(log.sent(tag=f"blocks.{i}") == formula for i in range(cfg.n_layer))
+    law(per_layer == formula and counts == [2, 2], (per_layer, formula, counts))
+    law(
+        all(log.sent(tag=f"blocks.{i}") == formula for i in range(cfg.n_layer)),
+        "every layer sends what the formula says",
+    )
     comm = [
         {"phase": p, "all_reduces": n, "sent": float(log.sent(tag="blocks.0", phase=p))}
         for p, n in zip(PHASES, counts)

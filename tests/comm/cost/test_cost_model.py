@@ -136,17 +136,21 @@ def test_tables_fit_the_page():
     assert cross_rows[2]["ring vs halving_doubling"] == "halving_doubling always"
 
 
-def test_the_terms_point_holds_on_a_fit_and_fails_on_one_that_contradicts_it():
+def test_the_terms_point_says_what_the_fit_shows_either_way():
     fit = Machine(alpha=50e-6, beta=1e-9, gamma=0.0)  # 50 µs, 1 GB/s
     said = cm.terms_point(fit, [8, 2**23])
     # 8 B: 50 µs of 50.008 µs; 8 MiB: 8.39 ms of 8.44 ms
-    assert said.startswith("α is 100% of α + mβ at 8 B, mβ 99% at 8 MiB")
+    assert said == (
+        "α is 100% of α + mβ at 8 B, mβ 99% at 8 MiB: α decides small messages, "
+        "β large ones"
+    )
+    # an observation: a fit that contradicts the point is said, not failed
     slow_start = Machine(alpha=50e-3, beta=1e-9, gamma=0.0)  # 50 ms
-    with pytest.raises(AssertionError, match="mβ 14% at 8 MiB"):
-        cm.terms_point(slow_start, [8, 2**23])
+    said = cm.terms_point(slow_start, [8, 2**23])
+    assert "mβ 14% at 8 MiB: on this run's fit one term decides at both ends" in said
     no_start = Machine(alpha=1e-9, beta=1e-9, gamma=0.0)
-    with pytest.raises(AssertionError, match="α is 11% of α \\+ mβ at 8 B"):
-        cm.terms_point(no_start, [8, 2**23])
+    said = cm.terms_point(no_start, [8, 2**23])
+    assert said.startswith("α is 11% of α + mβ at 8 B") and "both ends" in said
 
 
 # --- the charts ---

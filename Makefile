@@ -1,7 +1,9 @@
 # Two commands set everything up on a fresh machine:
 #   make serve      install, run every snippet, build the site, serve it on 127.0.0.1:8000
+#                   (a snippet that fails is named, and its note says so: --keep-going)
 #   make test       install, then ruff (lint, format) and the whole test suite
-# Also: make site (static build into site/), make results (run-all only), make clean, and
+# Also: make site (static build into site/), make results (run-all only), make clean,
+#   make check-machines  run-all on the plainest, busiest CPU a reader may have, and
 #   make gpu-check  on a machine with one CUDA GPU: every GPU test, the attention
 #                   TFLOP/s and the GPU snippets' results in under 8 minutes, with a
 #                   report in results/gpu_check.md. Where torch is already installed and
@@ -17,7 +19,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 # The Python gpu-check runs under: this venv (installed first), or one named on the line.
 GPU_PYTHON ?= $(BIN)/python
 
-.PHONY: install results site serve test lint gpu-check clean
+.PHONY: install results site serve test lint check-machines gpu-check clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -37,7 +39,10 @@ results: install
 site: results
 	$(BIN)/mkdocs build --strict
 
-serve: results
+# A reader's machine: a snippet that fails leaves a placeholder for its note, not an
+# error that takes the site down. make site, make results and make test stay strict.
+serve: install
+	$(BIN)/python -m snippets run-all --keep-going
 	$(BIN)/mkdocs serve --strict --dev-addr 127.0.0.1:8000
 
 lint: $(BIN)/.installed
@@ -55,6 +60,21 @@ test: install lint
 	PYTHONPATH=$(CURDIR) $(BIN)/python tests/js/write_goldens.py
 	node --test tests/js/
 	$(BIN)/python -m pytest --codeblocks -n $(TEST_JOBS) --dist loadfile
+
+# Every law must hold on any reader's CPU: run-all --force with torch's portable kernels
+# only (no AVX2/AVX-512 paths), one intra-op thread, and one core kept busy by another
+# program, all at once, into CHECK_DIR (results/ is untouched). The busy loop is killed
+# however run-all ends, and ends by itself if this shell is gone. Exits non-zero if
+# run-all fails. CHECK_ONLY="name ..." checks just those snippets.
+CHECK_DIR  ?= .cache/check-machines
+CHECK_ONLY ?=
+
+check-machines: install
+	@sh -c 'while kill -0 $$PPID 2>/dev/null; do :; done' & busy=$$!; \
+	trap 'kill $$busy 2>/dev/null' EXIT; trap 'exit 130' INT TERM HUP; \
+	ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 \
+	$(BIN)/python -m snippets run-all --force --results $(CHECK_DIR) \
+		$(if $(strip $(CHECK_ONLY)),--only $(CHECK_ONLY))
 
 gpu-check: $(if $(filter $(BIN)/python,$(GPU_PYTHON)),$(BIN)/.installed)
 	$(GPU_PYTHON) -m snippets.core.gpu_check

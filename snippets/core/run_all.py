@@ -12,6 +12,14 @@ snippets that report times run alone; the others run ``--jobs`` at a time. A chi
 finds the results folder through :func:`snippets.core.results.results_folder`. The
 run exits 1 naming every snippet that failed or was not run, and the note that
 embeds it.
+
+With ``--keep-going`` (``make serve``: a reader's machine, where one snippet failing
+must not take the site down) it names them the same way and exits 0, and each
+results file a note includes of a snippet that failed or was not run, where there is
+none, gets a placeholder: an admonition saying what failed and the command that shows
+it whole (:func:`write_placeholders`). A placeholder is never a good run: no
+``NAME.json`` is written, a snippet that has one among its files is rerun however its
+code stands, and a good run removes those it no longer covers.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -32,6 +41,8 @@ from snippets.core.run_order import not_run_because, producers_first, run_in_ord
 from snippets.core.runtime import choose_backend, gpu_count
 
 DEFAULT_RESULTS = registry.REPO_DIR / "results"
+# The last line of every placeholder: how run-all tells one from a good run's file.
+PLACEHOLDER = "<!-- run-all --keep-going: a placeholder, not a result -->"
 
 
 def check_writable(folder: Path) -> None:
@@ -86,13 +97,70 @@ def run_child(
         return json.loads(out.read_text(encoding="utf-8")), output
 
 
+def command_for(entry: registry.Entry) -> str:
+    """The command that runs one snippet as run-all does, for a reader to type."""
+    n = entry.spec.world_size
+    return f"python -m snippets run {entry.name}" + (f" -n {n}" if n > 1 else "")
+
+
+def included_parts(name: str) -> list[str]:
+    """The files of ``results/`` named for this snippet that the notes include
+    (``--8<-- "results/NAME.part.md:1:3"``), by file name, each once."""
+    pattern = re.compile(rf"""--8<--\s+["']results/({re.escape(name)}\.[^"':]+)""")
+    docs = registry.DOCS_DIR
+    notes = sorted(docs.rglob("*.md")) if docs.is_dir() else []
+    found = (m for p in notes for m in pattern.findall(p.read_text(encoding="utf-8")))
+    return sorted(set(found))
+
+
+def is_placeholder(path: Path) -> bool:
+    try:
+        return path.read_text(encoding="utf-8").rstrip().endswith(PLACEHOLDER)
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def placeholders(results_dir: Path, name: str) -> list[Path]:
+    """This snippet's files in ``results_dir`` that are placeholders."""
+    return [p for p in results_dir.glob(f"{name}.*") if is_placeholder(p)]
+
+
+def placeholder_text(entry: registry.Entry, why: str) -> str:
+    """What a note shows where a snippet's result would be. Notes include some
+    results by lines counted from either end (``:1:2,-6:-4``): the title alone says
+    what happened, and the blank lines after the box keep it inside any such range."""
+    tick = "`" * (max(map(len, re.findall("`+", why)), default=0) + 1)
+    box = results.admonition(
+        "failure",
+        f"{entry.name} did not run on this machine",
+        f"Run `{command_for(entry)}` to see why. run-all reported: {tick} {why} {tick}",
+    )
+    return f"{box}\n{PLACEHOLDER}\n" + "\n" * 8
+
+
+def write_placeholders(
+    results_dir: Path, entry: registry.Entry, why: str
+) -> list[Path]:
+    """A placeholder for each results file of ``entry`` that a note includes and that
+    is missing or a placeholder itself; a good run's file is never touched. ``why``:
+    the last line of its error, or why it was not run."""
+    text, written = placeholder_text(entry, why), []
+    for part in included_parts(entry.name):
+        path = results_dir / part
+        if path.exists() and not is_placeholder(path):
+            continue
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written
+
+
 def run_one(
     entry: registry.Entry, results_dir: Path, backend: str, timeout_s: float
 ) -> tuple[bool, str]:
-    """Run one snippet in a child process; write its results if it passed.
+    """Run one snippet in a child process; write its results if it passed, and
+    remove the placeholders of an earlier failure that those did not replace.
     Returns (ok, message)."""
-    n = entry.spec.world_size
-    command = f"python -m snippets run {entry.name}" + (f" -n {n}" if n > 1 else "")
+    command = command_for(entry)
     start = time.monotonic()
     ran, output = run_child(entry.name, backend, timeout_s, results_dir)
     if ran is None:
@@ -111,7 +179,9 @@ def run_one(
         "hash": results.cache_key(entry.path, backend, results_dir, entry.spec.reads),
         "provenance": results.provenance(**{**seen, **own}),
     }
-    results.write(results_dir, entry.name, record)
+    written = results.write(results_dir, entry.name, record)
+    for stale in set(placeholders(results_dir, entry.name)) - set(written):
+        stale.unlink()
     return True, f"{record['seconds']:.1f} s"
 
 
@@ -120,7 +190,8 @@ def run_all(opts: argparse.Namespace) -> int:
     beside them; the rest run ``--jobs`` at a time, since what they print does not
     depend on the machine being quiet. A snippet that reads another's results
     (``SPEC.reads``) starts after it has finished, reruns when it reruns, and is not
-    run when it fails (its previous results stay). Reported in name order."""
+    run when it fails (its previous results stay). Reported in name order.
+    ``opts.keep_going``: placeholders for what failed, and exit 0."""
     from tqdm import tqdm
 
     results_dir = Path(opts.results).resolve()
@@ -144,7 +215,9 @@ def run_all(opts: argparse.Namespace) -> int:
             key = results.cache_key(
                 entry.path, opts.backend, results_dir, entry.spec.reads
             )
-            if previous.get("hash") == key:
+            if previous.get("hash") == key and not placeholders(
+                results_dir, entry.name
+            ):
                 report[entry.name] = f"cached  {entry.name}"
                 continue
         rerun.add(entry.name)  # and so every snippet that reads its results
@@ -157,6 +230,7 @@ def run_all(opts: argparse.Namespace) -> int:
         notes = registry.notes_embedding(entry.name)
         where = ", ".join(str(p) for p in notes) or "no note"
         failed[entry.name] = f"{entry.name} ({where}): {message}"
+        why[entry.name] = message
 
     def one(entry: registry.Entry) -> bool:
         timeout_s = opts.per_snippet_timeout
@@ -173,16 +247,27 @@ def run_all(opts: argparse.Namespace) -> int:
         not_run.add(entry.name)
         bar.update(1)
 
+    why: dict[str, str] = {}  # failed or not run: the message alone
     run_in_order(to_run, opts.jobs, one, bar.set_postfix_str, skip)
     bar.close()
     print("\n".join(report[e.name] for e in chosen))
-    if failed:
-        count = f"{len(failed) - len(not_run)} snippet(s) failed"
-        count += f", {len(not_run)} not run" if not_run else ""
-        print(
-            f"error: {count}: "
-            + "; ".join(failed[e.name] for e in chosen if e.name in failed),
-            file=sys.stderr,
-        )
+    if not failed:
+        return 0
+    count = f"{len(failed) - len(not_run)} snippet(s) failed"
+    count += f", {len(not_run)} not run" if not_run else ""
+    said = "; ".join(failed[e.name] for e in chosen if e.name in failed)
+    if not getattr(opts, "keep_going", False):  # opts made by hand: strict
+        print(f"error: {count}: {said}", file=sys.stderr)
         return 1
+    shown = [
+        path.name
+        for e in chosen
+        if e.name in failed
+        for path in write_placeholders(results_dir, e, why[e.name])
+    ]
+    print(
+        f"kept going: {count}: {said}; placeholders in {results_dir}: "
+        + (", ".join(shown) or "none (every part a note includes is there)"),
+        file=sys.stderr,
+    )
     return 0

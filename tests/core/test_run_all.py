@@ -1,6 +1,8 @@
 """run_all: the results folder is checked before anything runs; timed snippets run
 alone; a snippet that reads another's results runs after it, reruns when it does, is
-not run when it fails, and finds those results in the folder run-all writes to."""
+not run when it fails, and finds those results in the folder run-all writes to; with
+--keep-going a failure leaves a placeholder where a note includes its results, and
+nothing else changes."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import markdown
 import pytest
 
 from snippets.__main__ import main as snippets_main
@@ -97,6 +100,7 @@ def opts_for(results: Path, **changes) -> argparse.Namespace:
         force=False,
         per_snippet_timeout=5.0,
         jobs=2,
+        keep_going=False,
     )
     return argparse.Namespace(**{**base, **changes})
 
@@ -321,3 +325,132 @@ def test_a_snippet_finds_the_results_it_reads_in_the_results_folder(
     capsys.readouterr()
     assert snippets_main(argv + ["--only", "cost_model_explorer"]) == 0
     assert capsys.readouterr().out.strip() == "cached  cost_model_explorer"
+
+
+NOTE = """# A note
+
+--8<-- "results/fit_timed.md:1:3,-4:-4"
+
+--8<-- "results/fit_timed.steps.md"
+
+--8<-- "results/page.md:1:1,-6:-4"
+
+--8<-- "results/other.md"
+"""
+
+
+@pytest.fixture
+def broken_producer(tmp_path: Path, monkeypatch):
+    """fit_timed (its table included by the note, another part not), page reading
+    it, and other, which passes; a note in a docs folder of its own includes parts of
+    all three. Returns (results folder, ran, broken): set broken["fit_timed"] to
+    make it fail."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "note.md").write_text(NOTE, encoding="utf-8")
+    monkeypatch.setattr(run_all.registry, "DOCS_DIR", docs)
+    entries = stand_ins(fit_timed=(), page=("fit_timed",), other=())
+    monkeypatch.setattr(run_all.registry, "snippets_by_name", lambda: entries)
+    ran: list[str] = []
+    broken = {"fit_timed": False}  # broken by an edit: its code hash changes
+    monkeypatch.setattr(
+        run_all.results,
+        "code_hash",
+        lambda path, extra: f"{path}:{extra}:{broken.get(str(path))}",
+    )
+
+    def fake_child(name, backend, timeout_s, results_dir):
+        ran.append(name)
+        if broken.get(name):
+            return None, "AssertionError: a law broke at `x[3]` <here>"
+        parts = {"steps": "| a |\n|---|\n| 1 |", "unused": "not in a note"}
+        value = {"run": len(ran), "markdown": parts if name == "fit_timed" else {}}
+        return {"result": value, "backend": backend, "world_size": 1}, "ok\nline 2\n"
+
+    monkeypatch.setattr(run_all, "run_child", fake_child)
+    folder = tmp_path / "results"
+    return folder, ran, broken
+
+
+def run_cli(folder: Path, *extra: str) -> int:
+    argv = ["run-all", "--results", str(folder), "--backend", "gloo", *extra]
+    return snippets_main(argv)
+
+
+def rendered(folder: Path) -> str:
+    """The note as the site's Markdown renders it (pymdownx.snippets, admonitions),
+    its includes checked."""
+    return markdown.markdown(
+        NOTE,
+        extensions=["admonition", "pymdownx.snippets"],
+        extension_configs={
+            "pymdownx.snippets": {
+                "base_path": [str(folder.parent)],
+                "check_paths": True,
+            }
+        },
+    )
+
+
+def test_keep_going_writes_a_placeholder_where_a_note_includes_a_failure(
+    broken_producer, capsys
+) -> None:
+    folder, ran, broken = broken_producer
+    broken["fit_timed"] = True
+    assert run_cli(folder, "--keep-going") == 0
+    out, err = capsys.readouterr()
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "fit_timed.md",
+        "fit_timed.steps.md",  # not fit_timed.unused.md: no note includes it
+        "other.json",
+        "other.md",
+        "page.md",
+    ]  # and no fit_timed.json or page.json: nothing looks like a good run
+    assert "FAILED  fit_timed: AssertionError" in out
+    assert err.startswith("kept going: 1 snippet(s) failed, 1 not run: fit_timed (")
+    assert "page (note.md): not run: fit_timed failed" in err
+    html = " ".join(rendered(folder).split())
+    boxes = re.findall(r'<div class="admonition failure">(.*?)</div>', html, re.S)
+    assert len(boxes) == 3  # fit_timed twice (lines 1-3, and whole), page once
+    titles = [re.search(r'<p class="admonition-title">(.*?)</p>', b)[1] for b in boxes]
+    assert titles == [
+        "fit_timed did not run on this machine",
+        "fit_timed did not run on this machine",
+        "page did not run on this machine",  # its lines 1:1 hold the title
+    ]
+    assert "<code>python -m snippets run fit_timed</code>" in boxes[0]
+    assert "<code>AssertionError: a law broke at `x[3]` &lt;here&gt;</code>" in boxes[0]
+    page = markdown.markdown(
+        (folder / "page.md").read_text(encoding="utf-8"), extensions=["admonition"]
+    )  # the whole file, as a note that includes all of it shows it
+    page = " ".join(page.split())  # as a browser shows it: a break is a space
+    assert "<code>python -m snippets run page</code>" in page
+    assert "<code>not run: fit_timed failed (it reads its results)</code>" in page
+    ran.clear()
+    assert run_cli(folder) == 1  # strict: a placeholder is no cached run
+    assert ran == ["fit_timed"]
+    assert capsys.readouterr().err.startswith("error: 1 snippet(s) failed, 1 not run")
+    broken["fit_timed"] = False
+    ran.clear()
+    assert run_cli(folder) == 0
+    assert ran == ["fit_timed", "page"] and "failure" not in rendered(folder)
+    assert not [p for p in folder.iterdir() if run_all.is_placeholder(p)]
+    ran.clear()
+    assert run_cli(folder) == 0 and ran == []  # cached again
+
+
+def test_keep_going_leaves_a_good_run_as_it_was(broken_producer, capsys) -> None:
+    folder, ran, broken = broken_producer
+    assert run_cli(folder) == 0
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    broken["fit_timed"] = True
+    for extra in (["--keep-going"], []):  # lenient, then strict
+        ran.clear()
+        capsys.readouterr()
+        assert run_cli(folder, *extra) == (0 if extra else 1)
+        assert ran == ["fit_timed"]  # page not run, other cached
+        assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    ran.clear()
+    assert run_cli(folder, "--keep-going") == 0
+    err = capsys.readouterr().err
+    assert "placeholders in" in err and err.rstrip().endswith("is there)")

@@ -2,7 +2,8 @@
 against a count of threads on cores; the snippet's prediction against
 ``python -m snippets size --gpu this-machine``; the α-β time against the ring
 written out; the scheduler's accounting against the thread's CPU clock and the wall;
-the miss's parts against numbers made up by hand; bad input in one line."""
+the miss's parts against numbers made up by hand; a kernel without schedstat (macOS)
+runs it all the same and is named; bad input in one line."""
 
 from __future__ import annotations
 
@@ -145,6 +146,47 @@ def test_a_run_on_a_made_up_machine(tmp_path, monkeypatch) -> None:
         assert r["ratio"]["lo"] <= ratio * (1 + 1e-9)  # the per-round ratios' IQR
         assert ratio <= r["ratio"]["hi"] * (1 + 1e-9)
     assert "of 2 layouts" in out["markdown"]["findings"]
+    if os.path.exists("/proc/thread-self/schedstat"):  # Linux: every wait counted
+        assert (
+            out["waits_measured"] and S.NOT_COUNTED not in out["markdown"]["findings"]
+        )
+        assert all(r["waited"] is not None for r in out["steps"])
+
+
+def test_without_schedstat_the_steps_are_timed_and_the_waits_named(
+    tmp_path, monkeypatch
+) -> None:
+    """The reader taken away, as on macOS: /proc is a folder that does not exist."""
+    fake_results(tmp_path)
+    monkeypatch.setenv(results.RESULTS_ENV, str(tmp_path))
+    monkeypatch.setattr(S, "PROC", str(tmp_path / "no-proc"))
+    with pytest.raises(FileNotFoundError):
+        S.scheduler_seconds()
+    monkeypatch.setattr(S, "CFG", SMALL)
+    monkeypatch.setattr(S, "LAYOUTS", (S.Layout("DP 1"), S.Layout("DP 2", dp=2)))
+    out = run(S.main, S.SPEC, options={"rounds": 2, "batch": 4})
+    assert out["waits_measured"] is False
+    said = out["markdown"]["findings"]
+    assert said.count(S.NOT_COUNTED) == 1 and "main thread waited" not in said
+    for r, row in zip(out["steps"], out["tables"]["steps"]):
+        assert len(r["measured_s"]) == 3 and r["measured_s"]["median"] > 0
+        assert r["waited"] is r["load_free_s"] is r["load_free_ratio"] is None
+        assert row["waited for a core"] == row["load-free ms"] == "—"
+
+
+def test_a_missed_layout_without_schedstat_is_its_times_alone() -> None:
+    machine = {"roofline": ROOF, "cost_model": COST, "cores": 2,
+               "counts_waits": False}  # fmt: skip
+    row = {"layout": "DP 2", "ranks": 2, "threads": 1, "predicted_s": 0.01,
+           "compute_s": 0.008, "comm_s": 0.002, "bubble": 1.0,
+           "measured_s": S.Spread(0.03, 0.029, 0.031),
+           "ratio": S.Spread(3.0, 2.9, 3.1), "waited": None, "own_wait": None,
+           "load_free_s": None, "others_waited_s": None, "ran_s": None,
+           "load_free_ratio": None, "load": (0.5, 0.7)}  # fmt: skip
+    said = S.findings([row], machine)
+    assert said[2].startswith("DP 2 missed: predicted 10.00 ms (compute 8.00, ")
+    assert said[2].endswith(f"ms, {row['ratio'].text(1)}×.")  # the times, no waits
+    assert said[3] == S.NOT_COUNTED and said[4].startswith("Load: ")
 
 
 def test_missing_results_are_one_line(tmp_path, monkeypatch) -> None:

@@ -27,7 +27,9 @@ Nothing is left behind: the launchers run in a folder of their own with a deadli
 one fails or the deadline passes, every launcher is stopped (SIGTERM, which torchrun
 passes on to its ranks, then SIGKILL), and every process that carries this run's mark
 in its environment is found and killed by its id. The rendezvous port is a free one
-below the kernel's ephemeral range, and it is free again when the run ends.
+below the kernel's ephemeral range, and it is free again when the run ends. Only Linux
+says what that range is; elsewhere (macOS) the port is taken below every kernel's
+default range, and the run says it could not read the kernel's own.
 
     python -m snippets run two_nodes                     # 2 nodes × 2 ranks, loopback
     python -m snippets run two_nodes --nodes 3 --nproc-per-node 1
@@ -75,6 +77,10 @@ MAX_RANKS = 16  # processes one machine is asked to hold
 NUMEL = 10_001  # odd, so the shards of the reduce-scatter need padding
 # what torchrun sets in every rank's environment, all read as numbers
 MAPPING = "RANK LOCAL_RANK GROUP_RANK LOCAL_WORLD_SIZE WORLD_SIZE GROUP_WORLD_SIZE"
+# The kernel's ephemeral ports: Linux says which; where a kernel does not, from Linux's
+# default start (32768) to the top, over the IANA range (49152–65535) of macOS and BSD.
+PORT_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+ANY_EPHEMERAL = range(32768, 65536)
 
 
 # --8<-- [start:mapping]
@@ -189,15 +195,21 @@ def worker(fail_rank: int | None = None) -> dict:
     return {"ranks": rows, "checks": checks, "mesh": mesh.to_dict()}
 
 
-def ephemeral_ports() -> range:
+def kernel_ephemeral_ports() -> range | None:
     """The ports the kernel hands out to sockets that do not choose one: every
-    outgoing connection's own end, a gloo rank's included."""
+    outgoing connection's own end, a gloo rank's included. None where the kernel
+    does not say (no ``ip_local_port_range``: not Linux)."""
     try:
-        lo, hi = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text()
-                     .split())  # fmt: skip
+        lo, hi = map(int, PORT_RANGE.read_text().split())
     except (OSError, ValueError):
-        lo, hi = 32768, 60999  # Linux's default
+        return None
     return range(lo, hi + 1)
+
+
+def ephemeral_ports() -> range:
+    """The kernel's ephemeral ports, or where it does not say, every port a kernel's
+    default range holds."""
+    return kernel_ephemeral_ports() or ANY_EPHEMERAL
 
 
 def free_port() -> int:
@@ -509,10 +521,20 @@ def report(run: Launch, order: dict) -> dict:
         f"rendezvous port free again: {'yes' if free else 'no'}; processes left "
         f"behind: {len(run.left)}"
     )
+    ephemeral = kernel_ephemeral_ports()
+    unread = None if ephemeral else (
+        f"This machine has no {PORT_RANGE}, so the kernel's own ephemeral range was "
+        f"not read: the rendezvous port was taken below {ANY_EPHEMERAL.start}, under "
+        "Linux's and the IANA default ranges."
+    )  # fmt: skip
+    if unread:
+        print(unread)
     return {
         "tables": {"ranks": ranks, "allreduce": checks},
         "group_ranks": order,
         "port_free": free,
+        "ephemeral_ports": [ephemeral.start, ephemeral.stop - 1] if ephemeral else None,
+        "not_measured": unread,
         "left_behind": run.left,
         "provenance": {"backend": "gloo", "world_size": len(ranks)},
     }

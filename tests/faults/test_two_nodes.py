@@ -135,6 +135,29 @@ def test_the_port_is_free_and_one_no_connection_is_given() -> None:
             assert client.getsockname()[1] in ephemeral
 
 
+def test_the_report_gives_the_kernels_ephemeral_range(run, capsys) -> None:
+    record = two_nodes.report(run, two_nodes.group_rank_order(run))
+    if not os.path.exists("/proc/sys/net/ipv4/ip_local_port_range"):
+        pytest.skip("not Linux: the next test is this machine's")
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        assert record["ephemeral_ports"] == [int(x) for x in f.read().split()]
+    assert record["not_measured"] is None
+    assert "ip_local_port_range" not in capsys.readouterr().out
+
+
+def test_without_the_port_range_the_port_is_below_every_default_and_said(
+    run, tmp_path, monkeypatch, capsys
+) -> None:
+    """The reader taken away, as on macOS: ip_local_port_range is not there."""
+    monkeypatch.setattr(two_nodes, "PORT_RANGE", tmp_path / "ip_local_port_range")
+    ports = [two_nodes.free_port() for _ in range(20)]
+    assert all(10_000 <= p < 32768 for p in ports), ports  # below Linux's and IANA's
+    record = two_nodes.report(run, two_nodes.group_rank_order(run))
+    said = record["not_measured"]
+    assert record["ephemeral_ports"] is None and "ip_local_port_range" in said
+    assert said in capsys.readouterr().out.splitlines()  # in the note's printout
+
+
 def test_port_is_free_sees_a_listener() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

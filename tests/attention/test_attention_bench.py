@@ -1,8 +1,9 @@
 """The attention benchmark: the naive reference and the FLOP count against torch's
 own, the check against SDPA, the measured memory of naive vs tiled attention, the
 records on a clock whose times are known, the command line (sweep and ``--tflops``),
-and the snippet's charts. The timing itself is tested in tests/core/test_timing.py;
-times on a shared machine are not a pass/fail."""
+and the snippet's charts, with and without the kernel's free memory to read. The timing
+itself is tested in tests/core/test_timing.py; times on a shared machine are not a
+pass/fail."""
 
 from __future__ import annotations
 
@@ -388,3 +389,20 @@ def test_snippet_main_returns_table_and_chart_specs(monkeypatch, two_threads):
         assert len(got) == len(want)
         for (gs, gx, gy), (ws, wx, wy) in zip(got, want):
             assert (gs, gx) == (ws, wx) and gy == pytest.approx(wy)
+    if Path("/proc/meminfo").exists():  # Linux: free memory read, nothing unsaid
+        assert result["not_measured"] is None
+
+
+def test_without_meminfo_main_runs_and_says_free_memory_was_not_read(
+    monkeypatch, tmp_path, capsys
+):
+    """The reader taken away, as on macOS: /proc/meminfo is not there."""
+    monkeypatch.setattr(ab, "MEMINFO", str(tmp_path / "meminfo"))
+    assert ab.available_bytes(CPU) == math.inf
+    result = ab.main()
+    said = result["not_measured"]
+    assert "MemAvailable" in said and "not read" in said
+    assert said in capsys.readouterr().out.splitlines()
+    assert result["figures"]["memory"]["description"].endswith(said)  # its caption
+    naive = [r["seq_len"] for r in result["records"] if r["impl"] == "naive"]
+    assert naive == [256, 512, 1024, 2048]  # every N, as the sentence says

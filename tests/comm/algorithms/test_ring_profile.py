@@ -1,6 +1,6 @@
 """Tests for snippets.comm.algorithms.ring_profile: the per-thread clocks against the
 process's own CPU clock and the kernel's switch count, the target's outcome against the
-IQR rule, and one small run of main() on 2 ranks."""
+IQR rule, and small runs of main() on 2 ranks, with and without /proc/self/task."""
 
 from __future__ import annotations
 
@@ -73,6 +73,25 @@ def test_main_on_two_ranks_renders_its_own_numbers() -> None:
         )
     assert res["markdown"]["target"] == f"- {P.target_sentence('4 MiB', 2, ratio)}"
     assert "the target" not in res["markdown"]["verdict"]  # said once, in "target"
+
+
+def _profile_without_task(missing: str) -> dict:
+    P.TASKS = missing  # in this rank: the reader taken away, as on macOS
+    assert P.thread_clocks() == {}
+    return P.main(mib=1, rounds=3)
+
+
+def test_main_without_thread_accounts_gives_the_wall_and_says_so(tmp_path) -> None:
+    args = (str(tmp_path / "task"),)
+    out = launch(_profile_without_task, 2, backend="gloo", timeout_s=120, args=args)
+    res = out[0]
+    ratio = Spread(*res["ratio"])
+    assert res["markdown"]["target"] == f"- {P.target_sentence('1 MiB', 2, ratio)}"
+    assert res["markdown"]["verdict"].endswith(f"- {P.NO_CLOCKS}")
+    assert "CPU per call" not in res["markdown"]["verdict"] and res["cpu_ms"] is None
+    (row,) = res["tables"]["threads"]  # no row of CPU that would read 0
+    assert row["per call, per rank"] == "wall, back to back (ms)"
+    assert all(row[col] > 0 for col, _ in P.COLUMNS.values())
 
 
 def test_bad_size_is_one_line_and_exit_2() -> None:

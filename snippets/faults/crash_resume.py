@@ -289,8 +289,16 @@ def torchrun(folder: str, steps: int, every: int, kill: tuple[int, int]) -> dict
     law(not left, f"torchrun left processes behind: {left}")
     text = output.decode(errors="replace")
     (Path(folder) / "torchrun.log").write_text(text)
-    law(proc.returncode == 0, f"torchrun exited {proc.returncode}: see {folder}")
+    law(proc.returncode == 0, f"torchrun exited {proc.returncode}: {why(text)}")
     return {"seconds": time.time() - start, "output": text}
+
+
+def why(output: str) -> str:
+    """The line of torchrun's output that says what failed (the folder it ran in is
+    gone with the run's temporary folder): the last error a worker raised."""
+    lines = [x.strip() for x in output.splitlines() if x.strip()]
+    errors = [x for x in lines if "Error" in x and not x.startswith("File ")]
+    return (errors or lines or ["no output"])[-1][:300]
 
 
 def left_in_session(sid: int) -> list[int]:
@@ -481,7 +489,7 @@ def main(
         print(f"restore without {r['left out']}: equal = {r['bit-identical']} ✓")
     print(
         f"save δ = {delta.text(1, 1e3)} ms, step = {step_s.text(1, 1e3)} ms "
-        "(median [IQR], under load)"
+        "(median [IQR])"
     )
     said.append(optimum_sentence(delta.median))
     print(*said, sep="\n")

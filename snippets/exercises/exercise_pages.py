@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import re
 
+from snippets.core.claims import LawBroken
 from snippets.core.import_graph import REPO_DIR
 from snippets.core.runtime import Spec, print0
 from snippets.exercises import grader
 from snippets.exercises.catalog import SERIES, exercises, note_facts
-from snippets.core.claims import LawBroken
 
 SPEC = Spec(
     summary="grades the project's own solution of every exercise", timeout_s=900.0
@@ -91,9 +91,7 @@ def main() -> dict:
         outcome = grader.check(ex, solution, n)
         if not outcome.passed:
             failed = next(c for c in outcome.cases if c["failure"] is not None)
-            raise LawBroken(
-                f"{ex.name}: the project's own solution failed {failed}"
-            )
+            raise LawBroken(f"{ex.name}: the project's own solution failed {failed}")
         facts = note_facts(ex.note)
         record = {
             "name": ex.name,

@@ -47,6 +47,7 @@ import json
 import torch
 import torch.distributed as dist
 
+from snippets.core.claims import LawBroken
 from snippets.core.cli import main_entry, nonnegative_int, positive_int
 from snippets.core.compare import max_difference
 from snippets.core.runtime import Spec, UsageError, device, print0
@@ -56,7 +57,6 @@ from snippets.parallel.mesh import Mesh, check_ep
 from snippets.parallel.pipeline.pipeline_executor import execute
 from snippets.parallel.pipeline.pipeline_schedules import NAMES, check_arguments
 from snippets.parallel.tensor.tp_gpt import own_part
-from snippets.core.claims import LawBroken
 
 SPEC = Spec(summary="the tiny GPT on a dp×pp×cp×tp mesh = one process", world_size=4)
 # V=64, N=16, L=4, H=4, d=128: t ≤ 4, p·v ≤ 4, cp ≤ 8; heads of 32 for ring attention.

@@ -18,12 +18,12 @@ import dataclasses
 import torch
 import torch.distributed as dist
 
+from snippets.core.claims import LawBroken
 from snippets.core.cli import main_entry, positive_int
 from snippets.core.runtime import Spec, UsageError, print0
 from snippets.models.tiny_gpt import random_batch
 from snippets.parallel import gpt_3d
 from snippets.parallel.mesh import Mesh
-from snippets.core.claims import LawBroken
 
 SPEC = Spec(
     summary="the MoE GPT, ep 2 beside dp, tp and pp on 4 ranks = one process",

@@ -36,8 +36,8 @@ from pathlib import Path
 
 import torch
 
-from snippets.core.cli import OneLineParser, guarded, positive_int
 from snippets.core.claims import LawBroken
+from snippets.core.cli import OneLineParser, guarded, positive_int
 from snippets.core.errors import UsageError
 from snippets.models.tiny_gpt import GPT, GPTConfig
 from snippets.viewer.graph_export import ancestors, export_graph

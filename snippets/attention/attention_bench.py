@@ -51,7 +51,7 @@ from snippets.attention.flash_attention import flash_attention, head_dim
 from snippets.attention.flash_attention_triton import flash_attention_triton
 from snippets.attention.triton_support import COMPILED
 from snippets.core.charts import line_chart
-from snippets.core.claims import TIED
+from snippets.core.claims import TIED, law
 from snippets.core.cli import OneLineParser, guarded, main_entry, positive_int
 from snippets.core.measure import peak_memory_bytes
 from snippets.core.runtime import Spec, UsageError, print0
@@ -164,8 +164,9 @@ def measure(
     for name, step in steps.items():  # the check is each one's warm-up call
         for label, got, want in zip(("out", "dq", "dk", "dv"), step(), reference):
             err = (got.float() - want).abs().max().item()
-            assert err <= tol * max(1.0, want.abs().max().item()), (
-                f"{name} N={N}: {label} differs from SDPA by {err:.2e}"
+            law(
+                err <= tol * max(1.0, want.abs().max().item()),
+                f"{name} N={N}: {label} differs from SDPA by {err:.2e}",
             )
     rounds = interleave(steps, iters, warmup=0, device=device)
     records = []
@@ -286,8 +287,9 @@ def measure_tflops(
     tol = 2e-3 if dtype == torch.float32 else 5e-2
     for name, call in calls.items():  # the first call compiles, and is checked
         err = (call().float() - want).abs().max().item()
-        assert err <= tol * want.abs().max().item(), (
-            f"{name} N={N} causal={causal}: differs from SDPA by {err:.2e}"
+        law(
+            err <= tol * want.abs().max().item(),
+            f"{name} N={N} causal={causal}: differs from SDPA by {err:.2e}",
         )
     one = interleave(calls, 1, warmup=0, device=device, clock=clock).wall
     per_sample = {name: max(1, math.ceil(SAMPLE_S / one[name][0])) for name in calls}
@@ -563,16 +565,18 @@ def main() -> dict:
     # version holds at least one N×N fp32 matrix and its peak grows at least 3× per
     # doubling of N; the tiled one and SDPA need less than one at the largest N.
     naive = [r["peak_bytes"] for r in records if r["impl"] == "naive"]
-    assert all(b >= 3 * a for a, b in zip(naive, naive[1:])), f"naive: {naive}"
+    law(all(b >= 3 * a for a, b in zip(naive, naive[1:])), f"naive: {naive}")
     for r in records:
         n_by_n = 4 * r["seq_len"] ** 2
         if r["impl"] == "naive":
-            assert r["peak_bytes"] >= n_by_n, (
-                f"naive at N={r['seq_len']} peaked at {r['peak_bytes']} B < N²·4"
+            law(
+                r["peak_bytes"] >= n_by_n,
+                f"naive at N={r['seq_len']} peaked at {r['peak_bytes']} B < N²·4",
             )
         if r["impl"] in ("flash", "sdpa") and r["seq_len"] == max(seq_lens):
-            assert r["peak_bytes"] < n_by_n, (
-                f"{r['impl']} at N={r['seq_len']}: peak {r['peak_bytes']} B ≥ N²·4"
+            law(
+                r["peak_bytes"] < n_by_n,
+                f"{r['impl']} at N={r['seq_len']}: peak {r['peak_bytes']} B ≥ N²·4",
             )
     table = [
         {

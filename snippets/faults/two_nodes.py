@@ -58,6 +58,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from snippets.core.claims import LawBroken, law
 from snippets.core.cli import (
     main_entry,
     nonnegative_int,
@@ -178,7 +179,7 @@ def worker(fail_rank: int | None = None) -> dict:
     dist.all_gather_object(rows, where_am_i())
     problems = mapping_problems(rows)
     if problems:
-        raise AssertionError("rank mapping: " + "; ".join(problems))
+        raise LawBroken("rank mapping: " + "; ".join(problems))
     me = rows[dist.get_rank()]
     if me["rank"] == fail_rank:
         raise RuntimeError(f"rank {fail_rank} fails on purpose (--fail-rank)")
@@ -188,10 +189,10 @@ def worker(fail_rank: int | None = None) -> dict:
         for r in rows
         if r["launcher_pid"] == me["launcher_pid"] and r["host"] == me["host"]
     ]
-    assert mesh.ranks["tp"] == sorted(node), (mesh.ranks["tp"], node)
+    law(mesh.ranks["tp"] == sorted(node), (mesh.ranks["tp"], node))
     checks = [compare(mesh, dtype) for dtype in (torch.float64, torch.float32)]
-    assert checks[0]["bits differ"] == 0, checks[0]
-    assert all(c["within the bound"] for c in checks), checks
+    law(checks[0]["bits differ"] == 0, checks[0])
+    law(all(c["within the bound"] for c in checks), checks)
     return {"ranks": rows, "checks": checks, "mesh": mesh.to_dict()}
 
 
@@ -484,7 +485,7 @@ def main(
     if not run.ok:
         raise failure(run)
     order = group_rank_order(run)
-    assert order["given"] == order["predicted"], order
+    law(order["given"] == order["predicted"], order)
     return report(run, order)
 
 

@@ -37,7 +37,7 @@ import torch
 import torch.distributed as dist
 
 from snippets.core import timing
-from snippets.core.claims import Spread
+from snippets.core.claims import Spread, law
 from snippets.core.cli import main_entry, positive_int
 from snippets.core.results import needed
 from snippets.core.runtime import Spec, UsageError, launch, print0, under_torchrun
@@ -241,7 +241,7 @@ def main(rounds: int = 7, batch: int = 8) -> dict:
     machine, cfg, rows = load_machine(), CFG, []
     for layout in LAYOUTS:
         plan = predict(layout, batch, machine, cfg)
-        assert plan["params"] == cfg.num_params(), "the calculator's count ≠ GPT's"
+        law(plan["params"] == cfg.num_params(), "the calculator's count ≠ GPT's")
         load, counted = os.getloadavg()[0], machine["counts_waits"]
         run = launch(measure_rank, layout.ranks, "gloo", SPEC.timeout_s,
                      args=(layout, cfg, batch, rounds, counted))[0]  # fmt: skip

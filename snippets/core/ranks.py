@@ -6,12 +6,18 @@ and has touched neither CUDA nor threads (``forkserver``), so a launch costs
 milliseconds, not an interpreter start per rank. The rank then takes the launcher's
 current environment, working folder and output streams, as a fresh interpreter would.
 Ranks meet through a ``FileStore`` in a private temporary folder, so two runs at once
-never collide. The parent waits on one queue: the first rank to report a failure, or to
-die without a word, stops every other rank at once, and the parent raises
-:class:`~snippets.core.errors.RankError` naming that rank and its cause.
+never collide. The parent waits for the ranks' reports: the first rank to report a
+failure, or to die without a word, stops every other rank at once, and the parent raises
+:class:`~snippets.core.errors.RankError` naming that rank and its cause, carrying its
+traceback and saying where every other rank was.
+
+A rank's last words outlive it: its report is a file in the private folder, whole
+before the rank rings the launcher (the queue carries only its number) and before it
+exits. So "did this rank report?" has one answer however late the launcher looks, and a
+rank is said to have died without a word only if it exited and left no report.
 
 What crosses a process boundary goes by value. A rank's result is pickled to bytes
-before it is queued (a tensor otherwise travels as a handle its sender must outlive);
+in its report (a tensor otherwise travels as a handle its sender must outlive);
 what the launcher hands a starting rank (its arguments, its output streams) travels
 with the start itself, before the launcher goes on.
 """
@@ -24,6 +30,7 @@ import multiprocessing as mp
 import os
 import pickle
 import queue
+import re
 import signal
 import sys
 import tempfile
@@ -36,7 +43,7 @@ import torch
 import torch.distributed as dist
 
 from snippets.core.errors import RankError, UsageError
-from snippets.core.first_cause import first_cause, is_echo
+from snippets.core.first_cause import first_cause, is_echo, returned_while
 
 
 # --8<-- [start:join]
@@ -140,30 +147,80 @@ def _take_over(env: dict, streams: tuple) -> None:
         os.close(fd)
 
 
-def _by_value(rank: int, status: str, payload: Any) -> bytes:
-    """The report as bytes the launcher owns once it has read them.
+def _by_value(rank: int, status: str, payload: Any) -> tuple[str, bytes]:
+    """(status, the report as bytes the launcher owns once it has read them).
 
-    A queue pickles with torch's reducers, which send a tensor as a handle to this
-    process's shared memory: the launcher must fetch it while this rank still lives, and
-    a launcher that reads late (a loaded machine) finds the rank gone and the result
-    lost. Plain pickle copies the tensor's bytes instead, so the rank can exit at once.
+    A multiprocessing queue pickles with torch's reducers, which send a tensor as a
+    handle to this process's shared memory: the launcher must fetch it while this rank
+    still lives, and a launcher that reads late (a loaded machine) finds the rank gone
+    and the result lost. Plain pickle copies the tensor's bytes instead, so the rank
+    can exit at once.
     """
     try:
-        return pickle.dumps((rank, status, payload))
+        return status, pickle.dumps((rank, status, payload))
     except Exception as exc:  # a result that cannot cross: say so, as a failure
         line = f"the result of rank {rank} cannot be sent to the launcher: "
         why = (line + _one_line(exc), traceback.format_exc(), None, False)
-        return pickle.dumps((rank, "error", why))
+        return "error", pickle.dumps((rank, "error", why))
 
 
-class _Inbox:
-    """The launcher's end of the queue: each report unpickled as it is read."""
+def _report_path(folder: str, rank: int, status: str) -> str:
+    return os.path.join(folder, f"report{rank}.{status}")
 
-    def __init__(self, results: Any) -> None:
-        self.results = results
+
+def _report(folder: str, doorbell: Any, rank: int, status: str, payload: Any) -> None:
+    """Leave this rank's report in ``folder``, whole (renamed into place), then ring:
+    the file outlives the rank, the ring only wakes the launcher."""
+    status, data = _by_value(rank, status, payload)
+    part = _report_path(folder, rank, "part")
+    with open(part, "wb") as f:
+        f.write(data)
+    os.replace(part, _report_path(folder, rank, status))
+    doorbell.put(rank)
+    doorbell.close()
+    doorbell.join_thread()
+
+
+class _Reports:
+    """The launcher's side: each rank's report, read from its file once."""
+
+    def __init__(self, folder: str, doorbell: Any, world_size: int) -> None:
+        self.folder, self.doorbell, self.world_size = folder, doorbell, world_size
+        self.read: set[int] = set()
+
+    def status(self, rank: int) -> str | None:
+        """Its report's status, "ok" or "error", once ``rank`` has reported."""
+        found = (s for s in ("ok", "error") if os.path.exists(self._path(rank, s)))
+        return next(found, None)
+
+    def _path(self, rank: int, status: str) -> str:
+        return _report_path(self.folder, rank, status)
+
+    def load(self, rank: int) -> tuple[int, str, Any]:
+        """(rank, status, payload) as ``rank`` reported it (once it has)."""
+        status = self.status(rank)
+        if status is None:
+            raise FileNotFoundError(f"rank {rank} has not reported")
+        with open(self._path(rank, status), "rb") as f:
+            return pickle.loads(f.read())
 
     def get(self, timeout: float) -> tuple[int, str, Any]:
-        return pickle.loads(self.results.get(timeout=timeout))
+        """The next report not read yet: one a rank rings for within ``timeout``, or
+        else one on file that no ring announced (its rank died between the two)."""
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            try:
+                rank = self.doorbell.get(timeout=left)
+            except queue.Empty:
+                break
+            if rank not in self.read:
+                self.read.add(rank)
+                return self.load(rank)
+        for rank in range(self.world_size):
+            if rank not in self.read and self.status(rank) is not None:
+                self.read.add(rank)
+                return self.load(rank)
+        raise queue.Empty
 
 
 # --8<-- [start:stacks]
@@ -197,39 +254,46 @@ def _stacks(procs: list, store_dir: str, skip: int, wait_s: float = 2.0) -> dict
             path = os.path.join(store_dir, f"stack{r}.txt")
             text = open(path).read() if os.path.exists(path) else ""
             if text and text == last[r]:  # written, and no longer growing
-                found[r] = text
+                found[r] = _without_watcher(text)
             last[r] = text
     return found
 
 
+def _without_watcher(stack: str) -> str:
+    """A rank's stacks without the thread that watches its parent: that one is always
+    in ``watch``, never on a line of the program."""
+    watcher = re.compile(r'ranks\.py", line \d+ in watch$', re.M)
+    return "\n\n".join(b for b in stack.split("\n\n") if not watcher.search(b))
+
+
 def _dead_behind_echo(
-    procs: list, values: dict, rank: int, payload: tuple, wait_s: float = 1.0
+    procs: list, reports: _Reports, payload: tuple, wait_s: float = 1.0
 ) -> int | None:
     """Where the first report is only an echo, the rank that died without a word
     (a crash in C++, say) is the cause: wait up to ``wait_s`` for it to be reaped."""
     if not is_echo(payload[0]):
         return None
     deadline = time.monotonic() + wait_s
-    while (dead := _silent_death(procs, {**values, rank: None})) is None:
+    while (dead := _silent_death(procs, reports)) is None:
         if time.monotonic() > deadline:
             return None
         time.sleep(0.05)
     return dead
 
 
-def _failed_too(inbox: Any, skip: int, wait_s: float = 0.3) -> dict[int, str]:
+def _failed_too(reports: _Reports, skip: int, wait_s: float = 0.3) -> dict[int, str]:
     """The tracebacks of the ranks that failed too, just after ``skip`` did (a peer
     that timed out in the same hang): each names the line its rank waited on."""
-    found: dict[int, str] = {}
     deadline = time.monotonic() + wait_s
     while (left := deadline - time.monotonic()) > 0:
         try:
-            rank, status, payload = inbox.get(timeout=left)
+            reports.get(timeout=left)
         except queue.Empty:
             break
-        if status == "error" and rank != skip:
-            found[rank] = payload[1]  # its traceback, innermost frame last
-    return found
+    failed = [r for r in range(reports.world_size) if r != skip]
+    return {
+        r: reports.load(r)[2][1] for r in failed if reports.status(r) == "error"
+    }  # its traceback, innermost frame last
 
 
 # --8<-- [end:stacks]
@@ -243,7 +307,7 @@ def _child(
     store_dir: str,
     fn: Callable,
     args: tuple,
-    results: Any,
+    doorbell: Any,
     launcher_pid: int,
     env: dict,
     streams: tuple,
@@ -263,9 +327,7 @@ def _child(
         status = "error"
     # Report before leaving the group: once this rank's connections close its peers fail
     # too, and the parent must hear the first cause, not its echoes.
-    results.put(_by_value(rank, status, payload))
-    results.close()
-    results.join_thread()
+    _report(store_dir, doorbell, rank, status, payload)
     if status == "error" and met:  # keep the group open a moment: the peers stay on
         time.sleep(LINGER_S)  # the line they wait on while the launcher asks them
     if dist.is_initialized():
@@ -302,10 +364,11 @@ def _stop(procs: list) -> None:
             p.join()
 
 
-def _silent_death(procs: list, values: dict) -> int | None:
-    """The first rank that exited with a failure and has not reported, if any."""
-    exited = [r for r, p in enumerate(procs) if p.exitcode not in (None, 0)]
-    dead = [r for r in exited if r not in values]
+def _silent_death(procs: list, reports: _Reports) -> int | None:
+    """The first rank that exited and left no report, if any. A report is on file
+    before its rank exits, so no wait for late words: its exit is the last word."""
+    exited = [r for r, p in enumerate(procs) if p.exitcode is not None]
+    dead = [r for r in exited if reports.status(r) is None]
     return dead[0] if dead else None
 
 
@@ -314,11 +377,11 @@ def spawn(
     fn: Callable, args: tuple, world_size: int, backend: str, timeout_s: float
 ) -> list:
     ctx = _context()
-    results = ctx.Queue()
-    inbox = _Inbox(results)
+    doorbell = ctx.Queue()
     values: dict[int, Any] = {}
     with tempfile.TemporaryDirectory(prefix="commonplace-") as store_dir:
-        common = (world_size, backend, timeout_s, store_dir, fn, args, results)
+        reports = _Reports(store_dir, doorbell, world_size)
+        common = (world_size, backend, timeout_s, store_dir, fn, args, doorbell)
         streams = (_Inherited(1), _Inherited(2))
         procs = [
             ctx.Process(
@@ -334,35 +397,39 @@ def spawn(
                 p.start()
             while len(values) < world_size:
                 try:
-                    rank, status, payload = inbox.get(timeout=0.2)
+                    rank, status, payload = reports.get(timeout=0.2)
                 except queue.Empty:
-                    dead = _silent_death(procs, values)
-                    if dead is None:
-                        continue
-                    try:  # killed by a signal or os._exit: its last words may be late
-                        rank, status, payload = inbox.get(timeout=1.0)
-                    except queue.Empty:
-                        code = procs[dead].exitcode
-                        raise RankError(
-                            dead, f"process exited with status {code} without reporting"
-                        ) from None
+                    if (dead := _silent_death(procs, reports)) is not None:
+                        raise _died(dead, procs[dead].exitcode) from None
+                    continue
                 if status == "error":  # the first failure stops everyone: see finally
-                    rank, payload = first_cause(inbox, rank, payload)
-                    dead = _dead_behind_echo(procs, values, rank, payload)
-                    if dead is not None:  # the echo of a rank that crashed
-                        code = procs[dead].exitcode
-                        why = f"process exited with status {code} without reporting"
-                        payload = (why, "", None, False)
-                        rank = dead
-                    error = RankError(rank, *payload)
-                    error.stacks = _stacks(procs, store_dir, skip=rank)
-                    error.stacks |= _failed_too(inbox, skip=rank)
-                    raise error
+                    raise _failure(procs, reports, store_dir, rank, payload)
                 values[rank] = payload
         finally:
             _stop(procs)
-            results.close()
+            doorbell.close()
     return [values[r] for r in range(world_size)]
+
+
+def _died(rank: int, code: int | None) -> RankError:
+    return RankError(rank, f"process exited with status {code} without reporting")
+
+
+def _failure(
+    procs: list, reports: _Reports, store_dir: str, rank: int, payload: tuple
+) -> RankError:
+    """The error for the first failure off the queue: its cause, not an echo (or the
+    crash behind an echo), with where every other rank was and, if some returned
+    while it waited, that."""
+    rank, payload = first_cause(reports, rank, payload)
+    dead = _dead_behind_echo(procs, reports, payload)
+    if dead is not None:  # the echo of a rank that crashed
+        rank, payload = dead, (_died(dead, procs[dead].exitcode).cause, "", None, False)
+    stacks = _stacks(procs, store_dir, skip=rank)
+    stacks |= _failed_too(reports, skip=rank)
+    returned = [r for r in range(len(procs)) if reports.status(r) == "ok"]
+    reason = returned_while(returned, rank, payload[1])
+    return RankError(rank, *payload, reason=reason, stacks=stacks)
 
 
 # --8<-- [end:spawn]

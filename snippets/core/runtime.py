@@ -47,6 +47,7 @@ __all__ = [
     "Spec",
     "UsageError",
     "choose_backend",
+    "cpu_model",
     "describe_device",
     "device",
     "gpu_count",
@@ -127,21 +128,27 @@ def print0(*args: Any, **kwargs: Any) -> None:
         print(*args, **kwargs, flush=True)
 
 
+CPUINFO = "/proc/cpuinfo"  # Linux's; macOS and Windows have none
+
+
+def cpu_model() -> str:
+    """The CPU's model name: Linux's ``model name`` line, else what ``platform``
+    knows (``arm``, ``x86_64``: macOS, Windows, an ARM Linux without that line)."""
+    try:
+        with open(CPUINFO) as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except (OSError, UnicodeDecodeError):  # none here, or not text
+        pass
+    return platform.processor() or platform.machine() or "an unknown CPU"
+
+
 def describe_device(backend: str) -> str:
     """A human name for the hardware, for provenance: GPU model or CPU model."""
     if backend == "nccl" or (backend == "none" and torch.cuda.is_available()):
         return f"{gpu_count()}× {torch.cuda.get_device_name(0)}"
-    name = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            name = next(
-                line.split(":", 1)[1].strip()
-                for line in f
-                if line.startswith("model name")
-            )
-    except (OSError, StopIteration):
-        pass
-    return f"{name} ({os.cpu_count()} cores)"
+    return f"{cpu_model()} ({os.cpu_count() or '?'} cores)"
 
 
 # --8<-- [start:launch]

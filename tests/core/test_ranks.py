@@ -1,16 +1,20 @@
-"""ranks: one in-process rank, and two spawned ranks that all-reduce by hand's sum."""
+"""ranks: one in-process rank, and two spawned ranks that all-reduce by hand's sum; a
+report that outlives its rank, and ranks that fail while they meet named as such."""
 
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import time
 from pathlib import Path
 
 import pytest
+import rank_workers
 import torch
 import torch.distributed as dist
+from conftest import process_children
 
-from snippets.core import ranks
+from snippets.core import ranks, runtime
 
 
 def rank_sum() -> tuple[int, int, float]:
@@ -90,3 +94,66 @@ def test_a_launcher_that_reads_late_loses_no_result(monkeypatch) -> None:
     values = ranks.spawn(rank_tensor, (), 3, "gloo", 30)
     for r, t in enumerate(values):
         torch.testing.assert_close(t, torch.full((1024,), float(r + 1)))
+
+
+class StartsAs:
+    """The launcher's context, each rank's process started as ``target`` (a rank with
+    a fault of its own, in rank_workers) instead of ``ranks._child``."""
+
+    def __init__(self, ctx, target) -> None:
+        self.ctx, self.target, self.started = ctx, target, 0
+
+    def __getattr__(self, name: str):
+        return getattr(self.ctx, name)
+
+    def Process(self, *, target, **kwargs):  # noqa: N802 (multiprocessing's name)
+        self.started += 1
+        return self.ctx.Process(target=self.target, **kwargs)
+
+
+def starting_as(monkeypatch, target) -> StartsAs:
+    context = StartsAs(ranks._context(), target)
+    monkeypatch.setattr(ranks, "_context", lambda: context)
+    return context
+
+
+@pytest.mark.timeout(120)
+def test_ranks_that_fail_to_meet_in_an_echos_words_are_launched_once_more(
+    monkeypatch,
+) -> None:
+    """Three ranks whose loopback connections reset while they meet: each reports
+    that, in words an echo uses, and exits at once. They reported, so none died
+    without a word, and launch starts them once more (here they fail again)."""
+    context = starting_as(monkeypatch, rank_workers.meets_with_a_reset)
+    with pytest.raises(ranks.RankError) as err:
+        runtime.launch(rank_sum, 3, backend="gloo", timeout_s=30)
+    assert "without reporting" not in err.value.cause, err.value
+    assert err.value.at_rendezvous and "Connection reset by peer" in err.value.cause
+    assert context.started == 6  # 3 ranks, twice
+    assert process_children(os.getpid()) == []
+
+
+@pytest.mark.timeout(120)
+def test_a_report_outlives_a_rank_killed_before_it_rang(monkeypatch) -> None:
+    """Rank 1 raises, writes its report, and is killed before it can tell the
+    launcher; its peer, cut off, echoes and is killed the same way. The launcher still
+    names rank 1 and its own words, not a death without a word."""
+    starting_as(monkeypatch, rank_workers.killed_as_it_rings)
+    with pytest.raises(ranks.RankError) as err:
+        ranks.spawn(rank_workers.raises_on_rank_one, (), 2, "gloo", 30)
+    assert err.value.rank == 1, err.value
+    assert err.value.cause == "ValueError: rank one was told to fail"
+    assert process_children(os.getpid()) == []
+
+
+@pytest.mark.timeout(120)
+def test_a_rank_that_exits_without_a_report_is_named_not_waited_for() -> None:
+    """Rank 1 leaves with status 0 and says nothing; rank 0 would return after 30 s.
+    Only a report says a rank finished, so rank 1 is named as soon as it is gone."""
+    start = time.monotonic()
+    with pytest.raises(ranks.RankError) as err:
+        ranks.spawn(rank_workers.leaves_quietly_on_rank_one, (), 2, "gloo", 60)
+    assert err.value.rank == 1
+    assert err.value.cause == "process exited with status 0 without reporting"
+    assert time.monotonic() - start < 20
+    assert process_children(os.getpid()) == []

@@ -1,22 +1,29 @@
 """The runtime's promises: results come back per rank, a failing rank stops all ranks
-and is named, a deadlock ends at the timeout, and no process is left behind."""
+and is named with its traceback and the line it failed on, a deadlock ends at the
+timeout, no process is left behind, and the device is described on any machine."""
 
 from __future__ import annotations
 
+import inspect
 import os
+import platform
+import re
 import signal
 import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
 
 import pytest
+import rank_workers
 import torch
 import torch.distributed as dist
 from conftest import REPO, process_children
 
 from snippets.core import runtime
 from snippets.core.cli import guarded
+from snippets.core.errors import RemoteTraceback
 from snippets.core.runtime import RankError, UsageError, choose_backend, launch
 
 
@@ -297,3 +304,69 @@ def test_a_crash_is_named_not_the_echo_its_peer_reports() -> None:
         launch(crashes_while_its_peer_waits, 2, backend="gloo", timeout_s=20)
     assert err.value.rank == 1, err.value  # not rank 0's "Connection closed by peer"
     assert "without reporting" in err.value.cause
+
+
+# --- the error launch raises carries what the command line prints ---
+
+
+def marked(fn, marker: str) -> tuple[str, int]:
+    """(file, line) of the line of ``fn``'s source that ends with ``# marker``."""
+    lines, first = inspect.getsourcelines(fn)
+    at = next(i for i, t in enumerate(lines) if t.rstrip().endswith(f"# {marker}"))
+    return inspect.getsourcefile(fn), first + at
+
+
+@pytest.mark.timeout(120)
+def test_a_rank_that_returned_is_named_with_the_line_its_peer_waited_on() -> None:
+    """Rank 0 makes one all_reduce more than rank 1: rank 1 returns, and rank 0 fails
+    in that all_reduce with only a closed connection to say."""
+    with pytest.raises(RankError) as err:
+        launch(rank_workers.one_all_reduce_more, 2, backend="gloo", timeout_s=20)
+    file, line = marked(rank_workers.one_all_reduce_more, "THE EXTRA ALL_REDUCE")
+    said = str(err.value).splitlines()
+    assert said[0].startswith("rank 0 failed: ") and err.value.rank == 0
+    why = f"rank 1 returned while rank 0 was still in all_reduce at {file}:{line}"
+    assert said[1] == why, said
+    cause = err.value.__cause__
+    assert isinstance(cause, RemoteTraceback)
+    assert f'File "{file}", line {line}, in one_all_reduce_more' in str(cause)
+    assert process_children(os.getpid()) == []
+
+
+@pytest.mark.timeout(120)
+def test_a_raising_rank_is_the_cause_and_the_others_stacks_are_said() -> None:
+    with pytest.raises(RankError) as err:
+        launch(rank_workers.raises_on_rank_one, 2, backend="gloo", timeout_s=20)
+    file, line = marked(rank_workers.raises_on_rank_one, "THE VALUEERROR")
+    said = str(err.value).splitlines()
+    assert said[0] == "rank 1 failed: ValueError: rank one was told to fail"
+    assert err.value.cause == "ValueError: rank one was told to fail"  # as before
+    assert f'File "{file}", line {line}, in raises_on_rank_one' in str(
+        err.value.__cause__
+    )
+    # Python prints the rank's traceback above the launcher's, as for a process pool
+    printed = "".join(traceback.format_exception(err.value))
+    assert printed.index(f'"{file}", line {line}') < printed.index("direct cause")
+    # rank 0 waited in its barrier: the message says where, from its stack (or, on a
+    # loaded machine, from its own traceback if it failed too before it was asked)
+    _, waits = marked(rank_workers.raises_on_rank_one, "RANK ZERO WAITS HERE")
+    assert "[rank 0] where it was when rank 1 failed:" in said
+    frame = re.escape(f'[rank 0]   File "{file}", line {waits}') + ",? in raises_on"
+    assert any(re.match(frame, s) for s in said), said
+    assert not any(" in watch" in s for s in said)  # not the launcher's own thread
+    assert process_children(os.getpid()) == []
+
+
+def test_the_cpu_is_named_where_there_is_no_proc_cpuinfo(monkeypatch, tmp_path) -> None:
+    cores = f"({os.cpu_count()} cores)"
+    monkeypatch.setattr(runtime, "CPUINFO", str(tmp_path / "none"))  # as on macOS
+    monkeypatch.setattr(platform, "processor", lambda: "arm")
+    assert runtime.describe_device("gloo") == f"arm {cores}"
+    info = tmp_path / "cpuinfo"  # an ARM Linux: no "model name" line
+    info.write_text("processor\t: 0\nCPU implementer\t: 0x41\n")
+    monkeypatch.setattr(runtime, "CPUINFO", str(info))
+    monkeypatch.setattr(platform, "processor", lambda: "")
+    monkeypatch.setattr(platform, "machine", lambda: "aarch64")
+    assert runtime.describe_device("gloo") == f"aarch64 {cores}"
+    info.write_text("processor\t: 0\nmodel name\t: Example CPU 9000 @ 2.0GHz\n")
+    assert runtime.describe_device("gloo") == f"Example CPU 9000 @ 2.0GHz {cores}"

@@ -99,7 +99,12 @@ def guarded(body: Callable[[], int]) -> int:
             )
             for line in stack.rstrip().splitlines():
                 print(f"[rank {rank}] {line}", file=sys.stderr)
-        print(f"error: {exc}", file=sys.stderr)
+        # one last line, as run-all and a reader's eye take it: the cause, and why
+        head = f"rank {exc.rank} failed: {exc.cause}"
+        print(
+            f"error: {head}" + (f"; {exc.reason}" if exc.reason else ""),
+            file=sys.stderr,
+        )
         return 1
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)

@@ -62,7 +62,11 @@ def join_group(
         )
     if backend == "gloo":  # N ranks share the cores: not a thread per core each
         local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_ranks))
+        share = max(1, (os.cpu_count() or 1) // local_ranks)
+        asked = os.environ.get("OMP_NUM_THREADS", "").split(",")[0]  # never more
+        torch.set_num_threads(
+            max(1, min(share, int(asked) if asked.isdigit() else share))
+        )
 
 
 def run_rank(

@@ -40,6 +40,21 @@ def test_run_rank_destroys_the_group_even_on_error(tmp_path: Path) -> None:
     assert not dist.is_initialized()
 
 
+@pytest.mark.parametrize("asked, cores, want", [("1", 8, 1), ("", 8, 8), ("3", 2, 2),
+                                                ("0", 4, 1), ("2,1", 8, 2)])  # fmt: skip
+def test_a_gloo_rank_takes_its_share_of_the_cores_and_never_more_threads_than_asked(
+    tmp_path: Path, monkeypatch, asked: str, cores: int, want: int
+) -> None:
+    monkeypatch.setattr(ranks.os, "cpu_count", lambda: cores)
+    monkeypatch.setenv("OMP_NUM_THREADS", asked)
+    before = torch.get_num_threads()
+    try:
+        ranks.run_rank(rank_sum, (), "gloo", 30, 0, 1, str(tmp_path))
+        assert torch.get_num_threads() == want
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_spawn_two_ranks_in_rank_order() -> None:
     values = ranks.spawn(rank_sum, (), 2, "gloo", 30)
     assert values == [(0, 2, 3.0), (1, 2, 3.0)]  # 1 + 2, by hand

@@ -287,9 +287,20 @@ def test_the_command_line_prints_the_other_ranks_stacks(capsys) -> None:
 
     assert guarded(body) == 1
     err = capsys.readouterr().err.splitlines()
-    assert "[rank 1] where it was when rank 0 failed:" in err
+    assert err.count("[rank 1] where it was when rank 0 failed:") == 1  # once
     assert '[rank 1]   File "x.py", line 7' in err
     assert err[-1] == "error: rank 0 failed: RuntimeError: timed out"
+
+    def returned() -> int:
+        why = "rank 1 returned while rank 0 was still in all_reduce at x.py:7"
+        raise RankError(0, "RuntimeError: closed", "Traceback: here\n", reason=why)
+
+    assert guarded(returned) == 1
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last == (
+        "error: rank 0 failed: RuntimeError: closed; rank 1 returned while rank 0 "
+        "was still in all_reduce at x.py:7"
+    )
 
 
 def crashes_while_its_peer_waits() -> None:

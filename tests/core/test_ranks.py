@@ -40,8 +40,10 @@ def test_run_rank_destroys_the_group_even_on_error(tmp_path: Path) -> None:
     assert not dist.is_initialized()
 
 
-@pytest.mark.parametrize("asked, cores, want", [("1", 8, 1), ("", 8, 8), ("3", 2, 2),
-                                                ("0", 4, 1), ("2,1", 8, 2)])  # fmt: skip
+@pytest.mark.parametrize(
+    "asked, cores, want",
+    [("1", 8, 1), ("", 8, 8), ("3", 2, 2), ("0", 4, 1), ("2,1", 8, 2)],
+)
 def test_a_gloo_rank_takes_its_share_of_the_cores_and_never_more_threads_than_asked(
     tmp_path: Path, monkeypatch, asked: str, cores: int, want: int
 ) -> None:

@@ -8,12 +8,17 @@ import json
 import pytest
 
 from snippets.__main__ import main
+from snippets.core.errors import UsageError
 from snippets.viewer import viewer_bench
 
 FIELDS = ("nodes", "first_render_ms", "expand_ms", "collapse_ms")
 
 
 def test_json_fields_and_node_count(tiny, monkeypatch, capsys) -> None:
+    try:
+        viewer_bench.chromium()
+    except UsageError:
+        pytest.skip("no Chromium here (CI installs Debian's chromium package)")
     _, _, graph = tiny  # the 2-block tiny GPT, exported once for the session
     monkeypatch.setattr(viewer_bench, "gpt_graph", lambda layers: graph)
     assert main(["bench", "viewer", "--layers", "2", "--repeats", "1", "--json"]) == 0

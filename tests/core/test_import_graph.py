@@ -58,14 +58,34 @@ def real_imports() -> dict[str, set[Path]]:
     }
 
 
+@pytest.fixture(scope="module")
+def closures() -> dict[Path, set[Path]]:
+    """Every snippet's import closure by its path, read once (each is seconds of
+    parsing): the edits below append a comment to the bytes the hash reads, which
+    changes no import, so no closure changes under them."""
+    entries = registry.snippets_by_name().values()
+    return {e.path: import_graph.import_closure(e.path) for e in entries}
+
+
+@pytest.fixture(scope="module")
+def hashes_before(closures) -> dict[str, str]:
+    """Every snippet's code hash with no file changed, for each dependency's test."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(results, "import_closure", closures.__getitem__)
+        entries = registry.snippets_by_name()
+        return {n: results.code_hash(e.path, "gloo") for n, e in entries.items()}
+
+
 def shown(paths: set[Path]) -> list[str]:
     return sorted(str(p.relative_to(REPO)) for p in paths)
 
 
-def test_the_import_closure_holds_every_file_python_imports(real_imports) -> None:
+def test_the_import_closure_holds_every_file_python_imports(
+    real_imports, closures
+) -> None:
     assert len(real_imports) > 10
     for name, real in real_imports.items():
-        closure = import_graph.import_closure(registry.snippets_by_name()[name].path)
+        closure = closures[registry.snippets_by_name()[name].path]
         assert REPO / "snippets" / "__init__.py" in real
         assert real <= closure, f"{name}: the hash misses {shown(real - closure)}"
 
@@ -98,13 +118,13 @@ def changed_file(monkeypatch):
 
 @pytest.mark.parametrize("dependency", DEPENDENCIES)
 def test_a_change_to_a_dependency_changes_exactly_its_dependents_hashes(
-    dependency: str, real_imports, changed_file
+    dependency: str, real_imports, closures, hashes_before, changed_file, monkeypatch
 ) -> None:
     entries = registry.snippets_by_name()
-    before = {n: results.code_hash(e.path, "gloo") for n, e in entries.items()}
+    monkeypatch.setattr(results, "import_closure", closures.__getitem__)
     target = changed_file(dependency)
     after = {n: results.code_hash(e.path, "gloo") for n, e in entries.items()}
-    changed = {n for n in entries if before[n] != after[n]}
+    changed = {n for n in entries if hashes_before[n] != after[n]}
     built_on_it = {n for n, real in real_imports.items() if target in real}
     assert built_on_it, f"no snippet imports {dependency}"
     assert changed == built_on_it, (

@@ -31,6 +31,39 @@ def load_hook(name: str):
     return hook
 
 
+def refused(
+    argv: list[str],
+    capfd: pytest.CaptureFixture[str],
+    env: dict[str, str] | None = None,
+    *,
+    nothing_on_stdout: bool = False,
+) -> str:
+    """``python -m snippets *argv`` run in this process, as a refusal: exit status 2
+    and exactly one line on stderr, no traceback anywhere; that line, without its
+    newline. ``env`` is set for the call alone (the ranks it starts inherit it).
+
+    ``capfd``, not ``capsys``: ranks write to the launcher's file descriptors, so only
+    a capture of those sees a line a rank adds. The suite keeps one test of the real
+    process (tests/core/test_cli.py); the rest pay no interpreter and no torch import.
+    """
+    from snippets.__main__ import main
+
+    capfd.readouterr()  # what the test printed before is not the refusal's
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in (env or {}).items():
+            patch.setenv(name, value)
+        try:
+            status = main(argv)
+        except SystemExit as exc:  # the parsers' refusals exit, as in the process
+            status = exc.code
+    out, err = capfd.readouterr()
+    assert status == 2, f"exit status {status}:\n{err}"
+    assert "Traceback" not in out + err, out + err
+    assert err.endswith("\n") and err.count("\n") == 1, err
+    assert not nothing_on_stdout or out == "", out
+    return err[:-1]
+
+
 def _live_processes() -> dict[int, tuple[int, bytes]]:
     """pid -> (parent pid, command line) for every process that is not a zombie."""
     table = {}

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import refused
 
+from snippets.__main__ import main as cli_main
 from snippets.attention import flash_attention as fa
 
 
@@ -148,32 +147,13 @@ def test_main_checks_itself() -> None:
     }
 
 
-def test_command_line_options() -> None:
-    ok = subprocess.run(
-        [sys.executable, "-m", "snippets", "run", "flash_attention", "--seq-len", "45"]
-        + ["--head-dim", "32", "--block-q", "16", "--block-k", "20"],
-        capture_output=True,
-        text=True,
-    )
-    assert ok.returncode == 0 and "N=45 d=32, tiles 16×20" in ok.stdout, ok.stderr
-    bad = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "snippets",
-            "run",
-            "flash_attention",
-            "--head-dim",
-            "20",
-        ],
-        capture_output=True,
-        text=True,
-    )
-    assert (
-        bad.returncode == 2
-        and "multiple of 8" in bad.stderr
-        and "Traceback" not in bad.stderr
-    )
+def test_command_line_options(capfd) -> None:
+    run = ["run", "flash_attention"]
+    options = ["--seq-len", "45", "--head-dim", "32", "--block-q", "16"]
+    assert cli_main([*run, *options, "--block-k", "20"]) == 0
+    out, err = capfd.readouterr()
+    assert "N=45 d=32, tiles 16×20" in out, err
+    assert "multiple of 8" in refused([*run, "--head-dim", "20"], capfd)
 
 
 @pytest.mark.gpu

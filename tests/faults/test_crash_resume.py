@@ -5,12 +5,10 @@ and nothing left running."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
-from conftest import REPO, process_children
+from conftest import process_children, refused
 
 from snippets.faults import crash_resume as cr
 
@@ -108,21 +106,8 @@ def test_young_daly_is_the_minimum_of_the_waste(delta, mtbf) -> None:
     assert best == pytest.approx(cr.young_daly(delta, mtbf), rel=2e-3)
 
 
-def refuse(*args: str) -> str:
-    proc = subprocess.run(
-        [sys.executable, "-m", "snippets", "run", "crash_resume", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 2, proc.stderr
-    lines = [line for line in proc.stderr.splitlines() if line.startswith("error")]
-    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
-    return lines[0]
-
-
-def test_bad_input_is_one_line_and_exit_2() -> None:
-    assert "past the end" in refuse("--steps", "5", "--kill-step", "5")
-    assert "--kill-rank 2" in refuse("--kill-rank", "2")
-    assert "must be at least 1" in refuse("--every", "0")
+def test_bad_input_is_one_line_and_exit_2(capfd) -> None:
+    run = ["run", "crash_resume"]
+    assert "past the end" in refused([*run, "--steps", "5", "--kill-step", "5"], capfd)
+    assert "--kill-rank 2" in refused([*run, "--kill-rank", "2"], capfd)
+    assert "must be at least 1" in refused([*run, "--every", "0"], capfd)

@@ -6,14 +6,12 @@ one line."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import warnings
 
 import pytest
 import torch
 import torch.distributed.checkpoint as dcp
-from conftest import REPO, process_children
+from conftest import process_children, refused
 
 from snippets.faults import reshard_checkpoint as rc
 from snippets.models.tiny_gpt import GPT, random_batch
@@ -123,21 +121,10 @@ def test_one_value_one_ulp_off_fails_the_comparison() -> None:
         rc.compare([{"state": off, "read": []}], state, "one")
 
 
-def refuse(*args: str) -> str:
-    proc = subprocess.run(
-        [sys.executable, "-m", "snippets", "run", "reshard_checkpoint", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 2, proc.stderr
-    lines = [line for line in proc.stderr.splitlines() if line.startswith("error")]
-    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
-    return lines[0]
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capfd) -> None:
+    def refuse(*args: str) -> str:
+        return refused(["run", "reshard_checkpoint", *args], capfd)
 
-
-def test_bad_input_is_one_line_and_exit_2(tmp_path) -> None:
     assert "no checkpoint folder" in refuse("--load", str(tmp_path / "nowhere"))
     other = tmp_path / "other"
     with warnings.catch_warnings():

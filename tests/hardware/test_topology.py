@@ -9,11 +9,11 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from conftest import refused
 
 from snippets.core.cli import guarded, snippet_options
 from snippets.hardware import topology
@@ -104,18 +104,12 @@ def test_main_reads_nvidia_smi_when_there_is_one(
     check_machine(1, present=None)  # the GPU test's own checks, on the fake
 
 
-def test_cli_missing_file_is_one_line_exit_2(tmp_path: Path) -> None:
-    run = subprocess.run(
-        [sys.executable, "-m", "snippets", "run", "topology", "--file", "missing.txt"],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert run.returncode == 2, run.stderr
-    assert run.stderr == (
-        "error: cannot read --file missing.txt: No such file or directory\n"
+def test_cli_missing_file_is_one_line_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd
+) -> None:
+    monkeypatch.chdir(tmp_path)  # a relative name, read from where the user is
+    assert refused(["run", "topology", "--file", "missing.txt"], capfd) == (
+        "error: cannot read --file missing.txt: No such file or directory"
     )
 
 

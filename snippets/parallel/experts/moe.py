@@ -25,6 +25,7 @@ it to the training loss pushes the router back towards balance (see ``main``).
 from __future__ import annotations
 
 import math
+import textwrap
 from dataclasses import dataclass
 
 import torch
@@ -217,7 +218,7 @@ def main() -> dict:
     without, with_aux = runs
     facts = {"alpha": ALPHA, "without": without["busiest"], "with": with_aux["busiest"]}
     (said,) = check([BALANCE], facts)
-    print0(said)
+    print0(textwrap.fill(said, 88))
     load = [
         {"expert": e, "share, α = 0": round(a, 3), f"share, α = {ALPHA}": round(b, 3)}
         for e, (a, b) in enumerate(zip(without["share"], with_aux["share"]))

@@ -35,14 +35,14 @@ def test_a_cause_first_is_kept_without_waiting() -> None:
     q = filled((1, "error", ECHO))
     start = time.monotonic()
     assert first_cause(q, 0, CAUSE, wait_s=5.0) == (0, CAUSE)
-    assert time.monotonic() - start < 1.0 and q.qsize() == 1
+    assert time.monotonic() - start < 4.0 and q.qsize() == 1  # not the 5 s wait
 
 
 def test_only_echoes_keep_the_first_after_the_wait() -> None:
     q = filled((0, "error", ECHO))
     start = time.monotonic()
     assert first_cause(q, 1, ECHO, wait_s=0.3) == (1, ECHO)
-    assert 0.25 < time.monotonic() - start < 2.0
+    assert 0.25 < time.monotonic() - start < 4.0
     assert is_echo("Broken pipe") and not is_echo(CAUSE[0])
 
 

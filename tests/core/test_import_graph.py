@@ -16,11 +16,12 @@ from conftest import REPO
 
 from snippets.core import import_graph, registry, results, run_all
 
-# Oracle: a fresh interpreter imports torch once, then forks a child per module; each
-# child imports that one module and lists the snippets files now in sys.modules.
+# Oracle: a fresh interpreter imports torch (and the torch packages most snippets pull
+# in, which list no snippets file) once, then forks a child per module; each child
+# imports that one module and lists the snippets files now in sys.modules.
 ORACLE = """
 import importlib, json, os, sys
-import torch
+import torch, torch.distributed, torch._dynamo
 found = {}
 for name in sys.argv[1:]:
     r, w = os.pipe()

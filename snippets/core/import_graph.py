@@ -4,6 +4,8 @@ importing it: which files a module runs when it is imported.
 ``import_closure(path)`` is every file whose change can change what a module does: the
 results cache hashes it (:func:`snippets.core.results.code_hash`), and the runtime reads
 it to decide what the fork server preloads (:func:`steps_optimizer`).
+:func:`import_cycles` finds the cycles of a graph of files or of folders (the tests
+keep files, and the floors of ``snippets/``, free of them).
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ from __future__ import annotations
 import ast
 import re
 from pathlib import Path
+from typing import TypeVar
 
 REPO_DIR = Path(__file__).resolve().parents[2]
+Node = TypeVar("Node")  # a file or a folder: anything sortable
 
 
 def module_path(dotted: str) -> Path:
@@ -82,3 +86,24 @@ def steps_optimizer(path: Path) -> bool:
     preload what an optimizer's first step imports (a wrong guess costs time only)."""
     closure = import_closure(path) - {Path(__file__).resolve()}  # names the pattern
     return any(_OPTIMIZER.search(p.read_text(encoding="utf-8")) for p in closure)
+
+
+def import_cycles(graph: dict[Node, set[Node]]) -> list[list[Node]]:
+    """Every cycle found by a depth-first walk (each reported once, from where the walk
+    closed it), as the nodes along it, the first repeated at the end."""
+    cycles: list[list[Node]] = []
+    state: dict[Node, int] = {}  # 1 on the current path, 2 done
+
+    def visit(node: Node, path: list[Node]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                cycles.append(path[path.index(nxt) :] + [nxt])
+            elif nxt not in state:
+                visit(nxt, path + [nxt])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    return cycles

@@ -16,10 +16,10 @@ import html
 from dataclasses import dataclass
 from typing import Callable
 
-from snippets.comm.cost.cost_formulas import naive_root_cost, ring_cost
 from snippets.core.runtime import Spec, print0
 from snippets.parallel.pipeline.pipeline_formulas import bubble_formula
-from snippets.parallel.sharded.zero_memory import PRECISIONS, model_state_bytes
+from snippets.sizing.cost_formulas import naive_root_cost, ring_cost
+from snippets.sizing.zero_memory import PRECISIONS, model_state_bytes
 
 SPEC = Spec(summary="every prediction question's answer, from the formula modules")
 MiB = 2**20
@@ -58,7 +58,7 @@ PREDICTIONS = (
             f"2(p−1)/p × 1 MiB = {a / MiB:g} MiB: p−1 chunks of n/p bytes in "
             "the reduce-scatter, p−1 more in the all-gather."
         ),
-        "snippets/comm/cost/cost_formulas.py (ring_cost)",
+        "snippets/sizing/cost_formulas.py (ring_cost)",
     ),
     Prediction(
         "naive_root_bytes",
@@ -67,7 +67,7 @@ PREDICTIONS = (
         "bytes",
         _naive_bytes,
         lambda a: f"(p−1) whole buffers = {a / MiB:g} MiB; it sends as many back.",
-        "snippets/comm/cost/cost_formulas.py (naive_root_cost)",
+        "snippets/sizing/cost_formulas.py (naive_root_cost)",
     ),
     Prediction(
         "one_f_one_b_bubble",
@@ -91,7 +91,7 @@ PREDICTIONS = (
             f"16Ψ/N = 16 × 7.5e9 / 64 ≈ {a / 1e9:.3g} GB (the ZeRO paper's "
             "Figure 1 example)."
         ),
-        "snippets/parallel/sharded/zero_memory.py (model_state_bytes)",
+        "snippets/sizing/zero_memory.py (model_state_bytes)",
     ),
 )
 

@@ -14,8 +14,8 @@ import torch
 
 from snippets.exercises.grader import Case, Exercise, Grade
 from snippets.models.tiny_gpt import GPT, GPTConfig
-from snippets.parallel.sharded.zero_memory import model_state_bytes
 from snippets.sizing.params import total_params
+from snippets.sizing.zero_memory import model_state_bytes
 
 # GPT-2 small, as published (huggingface.co/openai-community/gpt2): its dimensions,
 # and the parameter count of the released checkpoint, tied head counted once.
@@ -149,7 +149,7 @@ EXERCISES = [
         note="2026-12-01-zero-by-hand",
         function=model_state_bytes,
         check=check_zero_memory,
-        solution="snippets/parallel/sharded/zero_memory.py:formulas",
+        solution="snippets/sizing/zero_memory.py:formulas",
         doc=(
             "Bytes of model state one of N data-parallel ranks holds under ZeRO stage\n"
             "stage (0: plain data parallelism, 1-3 as Rajbhandari et al. 2020), for\n"

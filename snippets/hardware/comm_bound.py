@@ -45,7 +45,6 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
-from snippets.comm.cost.cost_formulas import Machine, ring_cost
 from snippets.core import timing
 from snippets.core.charts import line_chart
 from snippets.core.claims import FASTER, SLOWER, Spread, law, verdict
@@ -58,6 +57,7 @@ from snippets.parallel.tensor.tensor_parallel import (
     RowParallelLinear,
 )
 from snippets.sizing import presets
+from snippets.sizing.cost_formulas import Machine, ring_cost
 
 SPEC = Spec(
     summary="compute against communication per step for DP and TP, and the crossover",

@@ -42,7 +42,6 @@ from torch.profiler import ProfilerActivity, profile
 from torch.utils import flop_counter
 from torch.utils.flop_counter import FlopCounterMode
 
-from snippets.comm.cost.cost_formulas import Machine, ring_cost
 from snippets.core import timing
 from snippets.core.charts import line_chart
 from snippets.core.claims import Spread, law, ratio_sentence
@@ -52,6 +51,7 @@ from snippets.core.runtime import Spec, print0
 from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
 from snippets.parallel.data.ddp import DDP
 from snippets.parallel.data.ddp_buckets import assign_buckets, bucket_bytes
+from snippets.sizing.cost_formulas import Machine, ring_cost
 
 SPEC = Spec(
     summary="one training step's ops, by formula and profiler, on the roofline",

@@ -40,7 +40,7 @@ import torch.nn.functional as F
 from snippets.core.claims import law
 from snippets.core.cli import main_entry
 from snippets.core.runtime import Spec, print0
-from snippets.parallel.experts.moe import MoE
+from snippets.models.moe import MoE
 
 SPEC = Spec(summary="the shared GPT: parameter count by formula, one forward/backward")
 MOE_FIELDS = ("num_experts", "top_k", "capacity_factor", "aux_loss_coef")

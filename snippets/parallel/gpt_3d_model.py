@@ -69,6 +69,7 @@ import torch.nn as nn
 
 from snippets.attention.zigzag_layout import zigzag_shard
 from snippets.core.errors import UsageError
+from snippets.models.moe import MoE
 from snippets.models.tiny_gpt import GPT, MLP, GPTConfig, sequence_balance_loss
 from snippets.parallel.context.context_parallel_gpt import (
     context_parallel_gpt,
@@ -76,7 +77,6 @@ from snippets.parallel.context.context_parallel_gpt import (
 )
 from snippets.parallel.data.ddp import naive_allreduce_grads
 from snippets.parallel.experts.expert_parallel import ExpertParallelMoE
-from snippets.parallel.experts.moe import MoE
 from snippets.parallel.layer_split import part
 from snippets.parallel.mesh import Mesh
 from snippets.parallel.tensor.sequence_parallel import (

@@ -10,7 +10,7 @@ only) plus 8 (Adam's fp32 m and v) or 4 (SGD's momentum). Where the anchors diff
   ``grad_bytes`` argument picks either.
 * ZeRO (Rajbhandari et al. 2020): stage 1 shards the optimizer state over the N
   data-parallel ranks, stage 2 the gradients too, stage 3 the weights too. The
-  formula is ``snippets.parallel.sharded.zero_memory.model_state_bytes``, reused here.
+  formula is ``snippets.sizing.zero_memory.model_state_bytes``, reused here.
   With fp32 gradients, stage 2 is 2Ψ + 16Ψ/N; DeepSpeed's estimator code says 2Ψ + 18Ψ/N
   and its docs 4Ψ + 16Ψ/N (both Adam, model states only).
 * Stage 3 also holds one layer gathered at full size while it computes (DeepSpeed's
@@ -25,7 +25,7 @@ the same weights, as Megatron-LM's distributed optimizer shards over dp × cp).
 
 from __future__ import annotations
 
-from snippets.parallel.sharded.zero_memory import model_state_bytes
+from snippets.sizing.zero_memory import model_state_bytes
 
 # --8<-- [start:bytes]
 PRECISIONS = {  # bytes per parameter: compute weight, gradient, fp32 master copy

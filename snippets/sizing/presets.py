@@ -17,8 +17,6 @@ note's peak and bandwidth and the latency note's fitted α and β, read from
 
 from __future__ import annotations
 
-from snippets.models.tiny_gpt import GPTConfig
-
 GB = 1e9  # datasheets count in powers of ten
 NVLINK3, NVLINK4, NVLINK5 = 300 * GB, 450 * GB, 900 * GB  # per direction
 PCIE4, PCIE5 = 31.5 * GB, 63.0 * GB  # ×16, per direction, after 128b/130b coding
@@ -125,20 +123,6 @@ def _moe(experts, top_k, shared_experts=0, expert_ffn=None, dense_layers=0, mtp=
     return found | ({"expert_ffn": expert_ffn} if expert_ffn else {})
 
 
-def tiny_gpt_preset() -> dict:
-    """The shared tiny GPT, read from ``GPTConfig``'s defaults (one source of truth)."""
-    c = GPTConfig()
-    return _gpt(
-        c.vocab_size,
-        c.block_size,
-        c.n_layer,
-        c.n_embd,
-        c.n_head,
-        tied=c.tie_embeddings,
-        bias=c.bias,
-    )
-
-
 # --8<-- [start:models]
 MODELS: dict[str, dict] = {
     # GPT-2 small: huggingface.co/openai-community/gpt2/blob/main/config.json
@@ -158,7 +142,8 @@ MODELS: dict[str, dict] = {
     # huggingface.co/meta-llama/Llama-3.1-405B/blob/main/config.json
     "llama3-405b": _llama(128256, 8192, 126, 16384, 128, 8, 53248),
     # snippets/models/tiny_gpt.py: GPTConfig() as every parallel snippet builds it
-    "tiny-gpt": tiny_gpt_preset(),
+    # (sizing sits below models, so tests/sizing/test_presets.py holds them equal)
+    "tiny-gpt": _gpt(64, 16, 2, 32, 2),
     # huggingface.co/mistralai/Mixtral-8x7B-v0.1/blob/main/config.json: every layer
     # MoE, 8 experts of width 14336, top-2 (Jiang et al. 2024, arXiv:2401.04088)
     "mixtral-8x7b": _llama(32000, 32768, 32, 4096, 32, 8, 14336)

@@ -5,7 +5,7 @@ its group of n ranks. ``kind`` is ``all_reduce``, ``all_gather`` (buffer = the
 gathered size), ``reduce_scatter`` (buffer = the input size) or ``send`` (one
 point-to-point message). Bytes a GPU sends are the buffer times nccl-tests' bus factor
 (``doc/PERFORMANCE.md``: 2(n-1)/n for all-reduce, (n-1)/n for the other two, 1 for a
-send). Seconds come from the α-β model of ``snippets.comm.cost.cost_formulas`` with ring
+send). Seconds come from the α-β model of ``snippets.sizing.cost_formulas`` with ring
 algorithms: a ring all-reduce is 2(n-1)α + 2(n-1)/n·B/bw, all-gather and
 reduce-scatter (n-1)α + (n-1)/n·B/bw, a send α + B/bw (the reduction's γ left out).
 
@@ -35,7 +35,7 @@ reduce-scatter (n-1)α + (n-1)/n·B/bw, a send α + B/bw (the reduction's γ lef
 
 from __future__ import annotations
 
-from snippets.comm.cost.cost_formulas import (
+from snippets.sizing.cost_formulas import (
     Machine,
     ring_all_gather_cost,
     ring_cost,

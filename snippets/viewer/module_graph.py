@@ -5,7 +5,7 @@ when no tracer can capture the model.
 once under its first name, with the other names it is reachable by (``aliases``: a
 block that a ``ModuleList`` and an attribute both hold), the tensors it registers and
 the parameters it uses but another module registered first (``tied``). A mixture of
-experts (``snippets.parallel.experts.moe.MoE``) also says which modules are its
+experts (``snippets.models.moe.MoE``) also says which modules are its
 experts, in order, and how many each token visits (``moe``: ``experts``, ``top_k``).
 
 ``module_graph(model, args, kwargs)`` is the fallback for a model that runs eagerly
@@ -38,7 +38,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import FlopCounterMode
 
-from snippets.parallel.experts.moe import MoE
+from snippets.models.moe import MoE
 
 
 def describe(value: Any) -> list[dict | None]:

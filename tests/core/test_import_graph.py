@@ -183,35 +183,15 @@ def test_an_optimizer_step_is_what_imports_dynamo_and_the_guess_follows_imports(
     assert not import_graph.steps_optimizer(registry.snippet("collectives").path)
 
 
-def import_cycles(graph: dict[Path, set[Path]]) -> list[list[Path]]:
-    """Every cycle found by a depth-first walk (each reported once, from where the walk
-    closed it)."""
-    cycles, state = [], {}  # state: 1 on the current path, 2 done
-
-    def visit(node: Path, path: list[Path]) -> None:
-        state[node] = 1
-        for nxt in sorted(graph.get(node, ())):
-            if state.get(nxt) == 1:
-                cycles.append(path[path.index(nxt) :] + [nxt])
-            elif nxt not in state:
-                visit(nxt, path + [nxt])
-        state[node] = 2
-
-    for node in sorted(graph):
-        if node not in state:
-            visit(node, [node])
-    return cycles
-
-
 def test_the_cycle_finder_finds_a_planted_cycle() -> None:
     a, b, c = Path("a.py"), Path("b.py"), Path("c.py")
-    assert import_cycles({a: {b}, b: {c}, c: set()}) == []
-    assert import_cycles({a: {b}, b: {c}, c: {a}}) == [[a, b, c, a]]
+    assert import_graph.import_cycles({a: {b}, b: {c}, c: set()}) == []
+    assert import_graph.import_cycles({a: {b}, b: {c}, c: {a}}) == [[a, b, c, a]]
 
 
 def test_no_module_in_snippets_imports_itself_through_others() -> None:
     files = [import_graph.module_path(n).resolve() for n in registry.module_names()]
     graph = {f: import_graph.local_imports(f) - {f} for f in files}
     graph = {f: {t for t in ts if t.name != "__init__.py"} for f, ts in graph.items()}
-    cycles = [" → ".join(p.stem for p in c) for c in import_cycles(graph)]
+    cycles = [" → ".join(p.stem for p in c) for c in import_graph.import_cycles(graph)]
     assert not cycles, f"import cycles: {cycles}"

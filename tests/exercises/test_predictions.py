@@ -7,11 +7,11 @@ import re
 
 from ring_bytes_rank import bytes_sent_and_received
 
-from snippets.comm.cost.cost_formulas import Cost
 from snippets.core.runtime import launch
 from snippets.exercises import predictions
 from snippets.parallel.pipeline.pipeline_schedules import schedule
 from snippets.parallel.pipeline.pipeline_validate import simulate
+from snippets.sizing.cost_formulas import Cost
 
 
 def answers() -> dict:

@@ -15,11 +15,11 @@ import torch
 from conftest import refused
 from torch.utils.flop_counter import FlopCounterMode
 
-from snippets.comm.cost.cost_formulas import Machine
 from snippets.core import results
 from snippets.core.claims import Spread
 from snippets.core.runtime import launch, run
 from snippets.hardware import comm_bound as C
+from snippets.sizing.cost_formulas import Machine
 
 ROOF = {"peak_matmul_flops": 2.0e11, "bandwidth_bytes_per_s": 4.0e10}
 COST = {"alpha_s": 8e-5, "beta_s_per_byte": 2e-10, "gamma_s_per_byte": 3e-11}

@@ -15,6 +15,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.testing import assert_close
 
+from snippets.models.moe import MoE, route
 from snippets.models.tiny_gpt import (
     GPT,
     MLP,
@@ -24,7 +25,6 @@ from snippets.models.tiny_gpt import (
     reference_attention,
     sequence_balance_loss,
 )
-from snippets.parallel.experts.moe import MoE, route
 
 CONFIGS = [
     GPTConfig(),

@@ -24,10 +24,10 @@ import torch.nn.functional as F
 
 from snippets.__main__ import main as cli
 from snippets.core.runtime import UsageError, launch
+from snippets.models.moe import route
 from snippets.models.tiny_gpt import GPT, random_batch
 from snippets.parallel import gpt_3d, gpt_3d_model, gpt_3d_moe
 from snippets.parallel.experts.expert_parallel import ExpertParallelMoE
-from snippets.parallel.experts.moe import route
 from snippets.parallel.mesh import Mesh
 
 E, K, STEPS = 4, 2, 2

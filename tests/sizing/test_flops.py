@@ -103,7 +103,7 @@ def test_moe_flops_are_six_times_the_active_parameters() -> None:
     # FlopCounterMode on moe.py's layer, T tokens forward and backward: it counts the
     # router's and the k chosen experts' matmuls. The calculator's 6N with N the
     # active parameters counts the experts' biases too: 6·T·k·(hidden + h) more.
-    from snippets.parallel.experts.moe import MoE
+    from snippets.models.moe import MoE
 
     h, hidden, E, k, T = 12, 20, 6, 2, 9
     parts = params.moe_layer_parts(

@@ -9,8 +9,8 @@ import pytest
 import torch
 import torch.nn as nn
 
+from snippets.models.moe import MoE
 from snippets.models.tiny_gpt import GPT, GPTConfig
-from snippets.parallel.experts.moe import MoE
 from snippets.sizing import params, presets
 
 
@@ -109,7 +109,7 @@ def tiny_moe_model(E: int = 6, k: int = 2, h: int = 12, hidden: int = 20) -> dic
 
 
 def test_moe_layer_counts_equal_moe_py_module() -> None:
-    # Oracle: snippets/parallel/experts/moe.py's MoE, its own parameters counted;
+    # Oracle: snippets/models/moe.py's MoE, its own parameters counted;
     # for "active", the parameters one token's backward reaches (router and k experts)
     for E, k, h, hidden in ((6, 2, 12, 20), (5, 1, 7, 3), (4, 4, 8, 33)):
         parts = params.moe_layer_parts(tiny_moe_model(E, k, h, hidden))

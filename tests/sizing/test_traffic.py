@@ -13,11 +13,11 @@ import torch
 import torch.distributed as dist
 
 from snippets.core.runtime import launch
+from snippets.models.moe import MoE
 from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
 from snippets.parallel.context import context_parallel
 from snippets.parallel.context.context_parallel_gpt import RingLog
 from snippets.parallel.experts.expert_parallel import ExpertParallelMoE
-from snippets.parallel.experts.moe import MoE
 from snippets.parallel.pipeline.pipeline_executor import execute
 from snippets.parallel.sharded import mixed_precision
 from snippets.parallel.tensor import sequence_parallel_memory as sp_memory

@@ -10,8 +10,8 @@ import torch.distributed as dist
 from torch.testing._internal.distributed.fake_pg import FakeStore
 
 from snippets.core.errors import UsageError
+from snippets.models.moe import MoE
 from snippets.parallel.experts.expert_parallel import ExpertParallelMoE
-from snippets.parallel.experts.moe import MoE
 from snippets.parallel.mesh import group_ranks
 from snippets.sizing import presets
 from snippets.sizing.estimate import estimate

@@ -19,7 +19,7 @@
   }
   const sum = (values) => values.reduce((acc, v) => acc + v, 0);
 
-  // snippets/comm/cost/cost_formulas.py: Machine, Cost and the three ring costs
+  // snippets/sizing/cost_formulas.py: Machine, Cost and the three ring costs
   function Machine(alpha, beta, gamma = 0.0) { return { alpha, beta, gamma }; }
   class Cost {
     constructor(alpha, beta, gamma) { Object.assign(this, { alpha, beta, gamma }); }
@@ -32,7 +32,7 @@
   const ring_all_gather_cost = (p) => new Cost(p - 1, (p - 1) / p, 0);
   const ring_reduce_scatter_cost = (p) => new Cost(p - 1, (p - 1) / p, (p - 1) / p);
 
-  // snippets/parallel/sharded/zero_memory.py
+  // snippets/sizing/zero_memory.py
   function model_state_bytes(stage, psi, N, p, g, K) {
     const params = p * psi / (stage >= 3 ? N : 1);
     const grads = g * psi / (stage >= 2 ? N : 1);

@@ -16,7 +16,6 @@ from __future__ import annotations
 import statistics
 from typing import Sequence
 
-from snippets.comm.cost.cost_formulas import Machine, predict, size_text
 from snippets.core.claims import (
     FASTER,
     SLOWER,
@@ -29,6 +28,7 @@ from snippets.core.claims import (
     verdict,
 )
 from snippets.core.timing import spread
+from snippets.sizing.cost_formulas import Machine, predict, size_text
 
 FITS = {"ping_pong": "idle", "ring": "busy"}  # pattern → the name the note uses
 WHAT = {"ping_pong": "ping-pong, ranks 0 and 1", "ring": "ring exchange, every rank"}

@@ -24,12 +24,12 @@ import torch.distributed as dist
 
 from snippets.comm.algorithms import allreduce, tree_allreduce
 from snippets.comm.collective import collectives
-from snippets.comm.cost import cost_formulas
 from snippets.comm.cost.cost_model import size_text
 from snippets.core.claims import law
 from snippets.core.measure import algbw, busbw
 from snippets.core.runtime import device, print0
 from snippets.core.timing import paired
+from snippets.sizing import cost_formulas
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
 

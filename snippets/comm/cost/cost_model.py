@@ -1,7 +1,7 @@
 """Latency matters: α, β and γ measured on this machine, and what they predict.
 
 Fit α and β to a ping-pong between two ranks (``snippets.comm.ping_pong``), γ to a local
-add, and the closed forms of ``snippets.comm.cost.cost_formulas`` predict every
+add, and the closed forms of ``snippets.sizing.cost_formulas`` predict every
 all-reduce algorithm on every size, and where one overtakes another.
 
     python -m snippets run cost_model                     # 2 local ranks, gloo on a CPU
@@ -17,7 +17,13 @@ import torch
 import torch.distributed as dist
 
 from snippets.comm.algorithms.allreduce_claims import model_claims
-from snippets.comm.cost.cost_formulas import (
+from snippets.comm.ping_pong import ping_pong_rounds
+from snippets.core.charts import Note, line_chart
+from snippets.core.claims import Observation, check
+from snippets.core.cli import main_entry
+from snippets.core.measure import time_it
+from snippets.core.runtime import Spec, device, print0
+from snippets.sizing.cost_formulas import (
     FORMULAS,
     Machine,
     crossover,
@@ -26,12 +32,6 @@ from snippets.comm.cost.cost_formulas import (
     ring_latency_bound_below,
     size_text,
 )
-from snippets.comm.ping_pong import ping_pong_rounds
-from snippets.core.charts import Note, line_chart
-from snippets.core.claims import Observation, check
-from snippets.core.cli import main_entry
-from snippets.core.measure import time_it
-from snippets.core.runtime import Spec, device, print0
 
 SPEC = Spec(
     timed=True,  # it measures time: run-all runs it alone

@@ -1,6 +1,6 @@
 """The α-β explorer: which all-reduce the cost model picks, for any α, β and p.
 
-The page recomputes every formula of ``snippets.comm.cost.cost_formulas`` as the reader
+The page recomputes every formula of ``snippets.sizing.cost_formulas`` as the reader
 moves the sliders, so the formulas are written out as Vega expressions here, from the
 Python ones: for each p, the coefficients of a :class:`Cost` are read off the Python
 function itself, and only the choice of the trees' segment count k is re-expressed.
@@ -21,11 +21,11 @@ import json
 import math
 from pathlib import Path
 
-from snippets.comm.cost.cost_formulas import FORMULAS, PIPELINED, Machine, predict
 from snippets.core.charts import Slider, formula_explorer
 from snippets.core.cli import main_entry
 from snippets.core.results import results_folder
 from snippets.core.runtime import Spec, print0
+from snippets.sizing.cost_formulas import FORMULAS, PIPELINED, Machine, predict
 
 SPEC = Spec(
     summary="sliders for α, β and p: which all-reduce wins at each size",

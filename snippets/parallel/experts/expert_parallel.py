@@ -33,7 +33,7 @@ from snippets.core.claims import law
 from snippets.core.cli import main_entry, positive_float, positive_int
 from snippets.core.errors import UsageError
 from snippets.core.runtime import Spec, device, print0
-from snippets.parallel.experts.moe import MoE, route
+from snippets.models.moe import MoE, route
 
 SPEC = Spec(
     summary="experts split over ranks, tokens moved by all-to-all, = the dense layer",

@@ -34,8 +34,8 @@ from snippets.core.cli import (
 )
 from snippets.core.runtime import Spec, device, launch, print0
 from snippets.core.timing import interleave
+from snippets.models.moe import MoE
 from snippets.parallel.experts.expert_parallel import ExpertParallelMoE
-from snippets.parallel.experts.moe import MoE
 
 BENCH = "moe"
 SPEC = Spec(

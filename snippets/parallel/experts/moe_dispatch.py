@@ -29,8 +29,8 @@ from snippets.core.chart_style import PALETTE
 from snippets.core.cli import main_entry
 from snippets.core.player import check_animation, player_data, player_html
 from snippets.core.runtime import Spec, print0
+from snippets.models.moe import MoE, route
 from snippets.parallel.experts.expert_parallel import ExpertParallelMoE
-from snippets.parallel.experts.moe import MoE, route
 
 SPEC = Spec(
     summary="an MoE layer's dispatch and combine, animated from what ran", world_size=2

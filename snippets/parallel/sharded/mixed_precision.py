@@ -35,7 +35,8 @@ from snippets.core.claims import law
 from snippets.core.cli import main_entry, positive_int
 from snippets.core.runtime import Spec, print0
 from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
-from snippets.parallel.sharded import zero, zero_memory
+from snippets.parallel.sharded import zero
+from snippets.sizing import zero_memory
 
 SPEC = Spec(
     summary="bf16 weights, fp32 masters: 16 bytes a parameter, ZeRO 1-3", world_size=2

@@ -45,9 +45,10 @@ from snippets.core.cli import main_entry, positive_int
 from snippets.core.compare import max_difference
 from snippets.core.runtime import Spec, UsageError, print0
 from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
-from snippets.parallel.sharded import zero_memory, zero_units
+from snippets.parallel.sharded import zero_units
 from snippets.parallel.sharded.zero_shards import CommCounter, Piece, storage_bytes
 from snippets.parallel.sharded.zero_units import Unit
+from snippets.sizing import zero_memory
 
 SPEC = Spec(
     summary="ZeRO stages 1-3 by hand: bytes, traffic, vs one process", world_size=3

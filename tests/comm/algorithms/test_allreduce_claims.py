@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from snippets.comm.algorithms import allreduce_claims as ac
-from snippets.comm.cost.cost_formulas import Machine, predict
 from snippets.core.claims import LawBroken
+from snippets.sizing.cost_formulas import Machine, predict
 
 REPO = Path(__file__).resolve().parents[3]
 M = Machine(alpha=100e-6, beta=0.5e-9, gamma=0.05e-9)

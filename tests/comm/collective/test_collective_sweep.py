@@ -8,8 +8,8 @@ import torch.distributed as dist
 
 from snippets.comm.algorithms import allreduce
 from snippets.comm.collective import collective_sweep as cs
-from snippets.comm.cost.cost_formulas import Machine
 from snippets.core.runtime import launch
+from snippets.sizing.cost_formulas import Machine
 
 
 def _do_nothing(tensor, op=None, group=None) -> None:  # forgets to communicate

@@ -14,10 +14,10 @@ import torch
 import torch.distributed as dist
 
 from snippets.comm.cost import cost_model as cm
-from snippets.comm.cost.cost_formulas import Machine
 from snippets.comm.ping_pong import ping_pong
 from snippets.core import charts
 from snippets.core.runtime import launch
+from snippets.sizing.cost_formulas import Machine
 
 M = Machine(alpha=30e-6, beta=0.4e-9, gamma=0.05e-9)  # made-up but realistic machine
 

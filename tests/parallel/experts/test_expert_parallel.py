@@ -12,8 +12,8 @@ import torch.distributed as dist
 from conftest import refused
 
 from snippets.core.runtime import launch
+from snippets.models.moe import MoE, route
 from snippets.parallel.experts import expert_parallel as EP
-from snippets.parallel.experts.moe import MoE, route
 
 F64 = torch.float64
 

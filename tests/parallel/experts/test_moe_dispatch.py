@@ -16,8 +16,8 @@ from snippets.parallel.experts import moe_dispatch
 def records_of_a_run() -> list:
     import torch.distributed as dist
 
+    from snippets.models.moe import MoE
     from snippets.parallel.experts.expert_parallel import ExpertParallelMoE
-    from snippets.parallel.experts.moe import MoE
 
     dense = MoE(moe_dispatch.DIM, 16, moe_dispatch.EXPERTS, 1, moe_dispatch.CAPACITY, 5)
     ep = ExpertParallelMoE.from_dense(dense, None)
@@ -64,7 +64,7 @@ def test_a_record_that_routes_differently_is_caught(records) -> None:
     wrong = copy.deepcopy(records)
     wrong[0]["expert"] = [(e + 1) % moe_dispatch.EXPERTS for e in wrong[0]["expert"]]
     drawn = moe_dispatch.frames(wrong, moe_dispatch.EXPERTS // 2)
-    from snippets.parallel.experts.moe import MoE
+    from snippets.models.moe import MoE
 
     dense = MoE(moe_dispatch.DIM, 16, moe_dispatch.EXPERTS, 1, moe_dispatch.CAPACITY, 5)
     pad = [None] * (len(drawn[-1]["values"][0]) - moe_dispatch.TOKENS)

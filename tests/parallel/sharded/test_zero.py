@@ -21,7 +21,8 @@ from snippets.core.cli import OneLineParser
 from snippets.core.compare import max_difference
 from snippets.core.runtime import UsageError, launch
 from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
-from snippets.parallel.sharded import mixed_precision, zero, zero_memory
+from snippets.parallel.sharded import mixed_precision, zero
+from snippets.sizing import zero_memory
 
 CFG = GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_head=2, n_embd=32)
 # 4 and 5 ranks on 2 cores wait on every collective: 11 parameters instead of 36

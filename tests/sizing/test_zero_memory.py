@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from snippets.parallel.sharded import zero_memory as zm
+from snippets.sizing import zero_memory as zm
 
 
 def test_paper_figure_1_breakdown() -> None:

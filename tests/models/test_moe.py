@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from snippets.core.errors import UsageError
-from snippets.parallel.experts import moe as M
+from snippets.models import moe as M
 
 F64 = torch.float64
 

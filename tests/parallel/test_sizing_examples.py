@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from snippets.models.tiny_gpt import GPTConfig
-from snippets.sizing import activations, params, sizing_examples
+from snippets.parallel import sizing_examples
+from snippets.sizing import activations, params
 
 LLAMA3_8B_PARAMS = 8.03e9  # Llama 3 paper, Table 3
 

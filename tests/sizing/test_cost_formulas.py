@@ -1,4 +1,4 @@
-"""Tests for snippets.comm.cost.cost_formulas: every closed form against a schedule
+"""Tests for snippets.sizing.cost_formulas: every closed form against a schedule
 counted message by message, the crossover arithmetic, and the model against the bytes
 and rounds our implementations really send."""
 
@@ -11,8 +11,8 @@ import torch
 import torch.distributed as dist
 
 from snippets.comm.algorithms import allreduce
-from snippets.comm.cost import cost_formulas as cm
 from snippets.core.runtime import launch
+from snippets.sizing import cost_formulas as cm
 
 M = cm.Machine(alpha=30e-6, beta=0.4e-9, gamma=0.05e-9)  # made-up but realistic machine
 N = 3 * 1_000_003.0  # odd buffer size in bytes

@@ -25,6 +25,7 @@ code stands, and a good run removes those it no longer covers.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -32,7 +33,10 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from snippets.core import registry, results
@@ -56,6 +60,22 @@ def check_writable(folder: Path) -> None:
             f"cannot write results to {folder}: {exc.strerror or exc}; "
             "pass --results DIR"
         ) from None
+
+
+# The snippets running now, each the leader of its own process session.
+RUNNING: set[subprocess.Popen] = set()
+
+
+def _stop_running(signum: int, _frame: object) -> None:
+    """Interrupted or terminated (Ctrl-C, make's kill): stop every snippet running
+    and its ranks (their sessions do not hear this run-all's signals), then leave."""
+    for proc in list(RUNNING):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    print(f"run-all stopped by signal {signum}", file=sys.stderr, flush=True)
+    os._exit(128 + signum)  # the worker threads wait on children that are gone
 
 
 def _last_line(output: str, returncode: int) -> str:
@@ -86,12 +106,15 @@ def run_child(
                 results.RESULTS_ENV: str(results_dir),
             },
         )
+        RUNNING.add(proc)
         try:
             output, _ = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)  # the runner and every rank it spawned
             proc.communicate()
             return None, f"timed out after {timeout_s:.0f} s"
+        finally:
+            RUNNING.discard(proc)
         if proc.returncode != 0:
             return None, _last_line(output, proc.returncode)
         return json.loads(out.read_text(encoding="utf-8")), output
@@ -186,6 +209,48 @@ def run_one(
 
 
 def run_all(opts: argparse.Namespace) -> int:
+    """Run the chosen snippets into ``opts.results``, one run-all at a time per
+    folder (see :func:`one_at_a_time`)."""
+    results_dir = Path(opts.results).resolve()
+    check_writable(results_dir)
+    signals = (signal.SIGINT, signal.SIGTERM)
+    main = threading.current_thread() is threading.main_thread()
+    before = [signal.signal(s, _stop_running) for s in signals] if main else []
+    try:
+        with one_at_a_time(results_dir):
+            return _run_all(opts, results_dir)
+    finally:
+        for signum, handler in zip(signals, before):
+            signal.signal(signum, handler)
+
+
+def lock_path(results_dir: Path) -> Path:
+    """The lock a run-all holds while it writes ``results_dir``: in the temp folder,
+    named for the folder's path, so that the results folder holds results alone."""
+    digest = hashlib.sha256(str(results_dir.resolve()).encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"commonplace-run-all-{digest}.lock"
+
+
+@contextmanager
+def one_at_a_time(results_dir: Path) -> Iterator[None]:
+    """Two run-alls on one results folder (``make test``'s and the suite's, or a
+    reader's ``make serve`` beside ``make test``) never write it at once: the second
+    says it waits, waits, then finds cached what the first ran."""
+    from filelock import FileLock, Timeout  # torch's own dependency
+
+    lock = FileLock(str(lock_path(results_dir)))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        print(f"waiting for the run-all writing {results_dir}", file=sys.stderr)
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _run_all(opts: argparse.Namespace, results_dir: Path) -> int:
     """Snippets that report times (``SPEC.timed``) run one at a time, with nothing
     beside them; the rest run ``--jobs`` at a time, since what they print does not
     depend on the machine being quiet. A snippet that reads another's results
@@ -194,8 +259,6 @@ def run_all(opts: argparse.Namespace) -> int:
     ``opts.keep_going``: placeholders for what failed, and exit 0."""
     from tqdm import tqdm
 
-    results_dir = Path(opts.results).resolve()
-    check_writable(results_dir)
     choose_backend(opts.backend, 1)
     entries = registry.snippets_by_name()
     order = producers_first(entries)  # unknown names, circles: one line

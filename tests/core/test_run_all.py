@@ -10,6 +10,9 @@ import argparse
 import itertools
 import json
 import re
+import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -17,6 +20,7 @@ from types import SimpleNamespace
 
 import markdown
 import pytest
+from conftest import REPO, process_children
 
 from snippets.__main__ import main as snippets_main
 from snippets.core import registry, results, run_all, run_order
@@ -90,6 +94,55 @@ def test_timed_snippets_run_alone_and_the_rest_side_by_side(
     assert any(len(seen[n]) == 2 for n in "bcef")  # side by side
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[1].rstrip(":") for line in lines] == names
+
+
+def test_a_second_run_all_on_one_folder_waits_for_the_first(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """While another run-all holds the folder, a second one says so and runs nothing;
+    once it is free, it runs (make test's run-all and the suite's share results/)."""
+    from filelock import FileLock
+
+    ran: list[str] = []
+    monkeypatch.setattr(run_all.registry, "snippets_by_name", lambda: stand_ins(a=()))
+    monkeypatch.setattr(
+        run_all, "run_one", lambda entry, *_: (ran.append(entry.name), (True, "0 s"))[1]
+    )
+    done: list[int] = []
+    with FileLock(str(run_all.lock_path(tmp_path))):
+        second = threading.Thread(
+            target=lambda: done.append(run_all.run_all(opts_for(tmp_path, force=True)))
+        )
+        second.start()
+        time.sleep(1.0)
+        assert ran == [] and done == []
+        assert "waiting for the run-all writing" in capsys.readouterr().err
+    second.join(timeout=30)
+    assert done == [0] and ran == ["a"]
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="reads /proc")
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stopped_run_all_leaves_no_snippet_running(tmp_path: Path, signum) -> None:
+    """A snippet runs in its own session, out of reach of run-all's signals: stopped
+    (make's kill, Ctrl-C), run-all stops it and its ranks before it leaves."""
+    argv = [sys.executable, "-m", "snippets", "run-all", "--force"]
+    argv += ["--only", "same_bits", "--results", str(tmp_path)]
+    proc = subprocess.Popen(argv, cwd=REPO, stderr=subprocess.PIPE, text=True)
+    deadline, runner = time.monotonic() + 60, []
+    while not runner and time.monotonic() < deadline:
+        time.sleep(0.2)
+        runner = process_children(proc.pid)
+    assert runner, "the snippet never started"
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signum and "stopped by signal" in err
+    time.sleep(0.5)
+    for pid in runner:
+        state = Path(f"/proc/{pid}/stat")
+        assert (
+            not state.exists() or state.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+        )
 
 
 def opts_for(results: Path, **changes) -> argparse.Namespace:

@@ -68,9 +68,8 @@ def check_ring_allreduce(fn, grade: Grade) -> None:
     with grade.case(f"only neighbours, 2(p-1) = {2 * (p - 1)} sends") as case:
         case.call(fn, integers((n,), seed=rank))
         right, left = (rank + 1) % p, (rank - 1) % p
-        data = [c for c in case.calls if c.dtype == "float32"]  # not a size check
-        sends = [c for c in data if c.kind in ("send", "isend")]
-        recvs = [c for c in data if c.kind in ("recv", "irecv")]
+        sends, recvs = data_calls(case)  # float64 on the wire counts too
+        data = sends + recvs
         case.expect(
             all(c.peer == right for c in sends) and all(c.peer == left for c in recvs),
             f"it talks to ranks other than its neighbours {left} and {right}",
@@ -84,9 +83,9 @@ def check_ring_allreduce(fn, grade: Grade) -> None:
 
 
 def data_calls(case) -> tuple[list[Call], list[Call]]:
-    """The reader's sends and receives of float tensors: the data, not a size check
-    (the project's collectives swap sizes as int64 first)."""
-    data = [c for c in case.calls if c.dtype.startswith("float")]
+    """The reader's sends and receives of data, of any floating dtype, not a size
+    check (the project's collectives swap sizes as int64 first)."""
+    data = [c for c in case.calls if not c.dtype.startswith(("int", "uint", "bool"))]
     sends = [c for c in data if c.kind in ("send", "isend")]
     recvs = [c for c in data if c.kind in ("recv", "irecv")]
     return sends, recvs
@@ -284,6 +283,7 @@ def check_all_gather(fn, grade: Grade) -> None:
                 torch.stack(got),
                 torch.stack(expected),
                 "the pieces",
+                unwritten=EMPTY,
                 mistakes=(
                     (
                         own_missing,
@@ -313,6 +313,7 @@ def check_reduce_scatter(fn, grade: Grade) -> None:
                 got,
                 expected,
                 "the output",
+                unwritten=EMPTY,
                 mistakes=(
                     (expected / p, "each element is the sum ÷ p: SUM keeps the sum"),
                     (total[nxt], f"it is piece {nxt}'s result: rank r keeps piece r"),
@@ -352,6 +353,12 @@ def check_all_to_all(fn, grade: Grade) -> None:
             expected = torch.full((n_out, *shape[1:]), EMPTY)
             dist.all_to_all_single(expected, x, recvs, sends)  # the oracle
             got = torch.full_like(expected, EMPTY)
+            if rows:
+                case.on_raise = (
+                    f"hint: rank {rank}'s input_split_sizes is {sends} and its "
+                    f"output_split_sizes {recvs}: block j has that many rows, not "
+                    "1/p of them"
+                )
             case.call(fn, got, x.clone(), recvs, sends)
             own = recvs or [2] * p
             at = sum(own[:rank])
@@ -361,6 +368,7 @@ def check_all_to_all(fn, grade: Grade) -> None:
                 got,
                 expected,
                 "the output",
+                unwritten=EMPTY,
                 mistakes=(
                     (
                         own_missing,

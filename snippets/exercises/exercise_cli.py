@@ -135,8 +135,10 @@ def render(ex: grader.Exercise, outcome: grader.Outcome) -> list[str]:
         lines.append("  the ranks stopped; where each one waited:")
         for r, wait in sorted(outcome.waits.items()):
             lines.append(f"        rank {r} waited on {wait}")
-    elif outcome.stopped is not None:
+    elif outcome.stopped is not None and ex.distributed:
         lines.append("  the check stopped there: every rank was stopped")
+    elif outcome.stopped is not None:
+        lines.append("  the check stopped there")
     return lines
 
 

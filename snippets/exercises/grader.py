@@ -40,6 +40,7 @@ import signal
 import sys
 import tempfile
 import traceback
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -47,9 +48,12 @@ from typing import Any, Callable, Iterator
 
 import torch
 import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
 import torch.distributed.distributed_c10d as c10d
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from snippets.core.errors import RankError, UsageError
+from snippets.core.first_cause import is_echo
 
 DEFAULT_TIMEOUT_S = 20.0  # a wait longer than this on tiny tensors is a deadlock
 
@@ -77,6 +81,19 @@ COLLECTIVES = (
     "scatter_object_list",
 )
 POINT_TO_POINT = ("send", "recv", "isend", "irecv")
+# what an exercise built from point-to-point still allows: they move no data
+SYNC_ONLY = ("barrier", "monitored_barrier")
+# torch.distributed._functional_collectives: the same collectives, by other names
+FUNCTIONAL = tuple(
+    name
+    for name in dir(funcol)
+    if name.startswith(
+        ("broadcast", "all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+    )
+    or name == "permute_tensor"
+    if callable(getattr(funcol, name))
+    and not name.endswith(("_backward", "_setup_context"))
+)
 
 
 @dataclass(frozen=True)
@@ -132,6 +149,7 @@ class Call:
     peer: int | None  # the global rank at the other end, for point-to-point
     numel: int
     dtype: str = ""  # of the (first) tensor it moves
+    nbytes: int = 0  # of every tensor it moves, whatever their dtype
 
     def __str__(self) -> str:
         to = {"send": " to", "isend": " to", "recv": " from", "irecv": " from"}
@@ -139,6 +157,64 @@ class Call:
             f"{to.get(self.kind, '')} rank {self.peer}" if self.peer is not None else ""
         )
         return f"{self.kind}{where} ({self.numel} elements)"
+
+
+class Live:
+    """Bytes of tensors alive at once, and the most there ever were: a storage counts
+    from the first tensor registered on it until the last of them is gone."""
+
+    def __init__(self, exclude: tuple = ()) -> None:
+        self.now = self.peak = 0
+        self.storages: dict[int, list[int]] = {}  # data_ptr → [bytes, tensors]
+        self.tensors: set[int] = set()  # ids of the registered tensors alive
+        self.exclude = {_storage(t)[0] for t in exclude if isinstance(t, torch.Tensor)}
+
+    def add(self, t: torch.Tensor) -> None:
+        ptr, nbytes = _storage(t)
+        if not nbytes or ptr in self.exclude or id(t) in self.tensors:
+            return
+        held = self.storages.setdefault(ptr, [nbytes, 0])
+        if held[1] == 0:
+            self.now += nbytes
+            self.peak = max(self.peak, self.now)
+        held[1] += 1
+        self.tensors.add(id(t))
+        weakref.finalize(t, self._gone, ptr, id(t))
+
+    def _gone(self, ptr: int, key: int) -> None:
+        self.tensors.discard(key)
+        held = self.storages.get(ptr)
+        if held is None:
+            return
+        held[1] -= 1
+        if held[1] == 0:
+            self.now -= held[0]
+            del self.storages[ptr]
+
+
+def _storage(t: torch.Tensor) -> tuple[int, int]:
+    storage = t.untyped_storage()
+    return storage.data_ptr(), storage.nbytes()
+
+
+class LiveBytes(TorchDispatchMode):
+    """Every tensor an operation makes while the mode is on, counted by :class:`Live`:
+    ``peak`` is the most bytes they held at once (the inputs' own storages left out)."""
+
+    def __init__(self, *inputs: Any) -> None:
+        super().__init__()
+        self.live = Live(inputs)
+
+    @property
+    def peak(self) -> int:
+        return self.live.peak
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, torch.Tensor) and t.device.type != "meta":
+                self.live.add(t)
+        return out
 
 
 class Refused(Exception):
@@ -176,16 +252,20 @@ class Watcher:
         self.on = self.inside = False
         self.refuse = False
         self.calls: list[Call] = []
+        self.received = Live()  # the buffers the reader's receives filled
         self.original = {n: getattr(c10d, n) for n in COLLECTIVES + POINT_TO_POINT}
         for name, fn in self.original.items():
             wrapped = self._wrap(name, fn)
             setattr(c10d, name, wrapped)
             if hasattr(dist, name):
                 setattr(dist, name, wrapped)
+        for name in FUNCTIONAL:
+            setattr(funcol, name, self._wrap_functional(name, getattr(funcol, name)))
 
     @contextlib.contextmanager
     def watching(self, refuse: bool) -> Iterator[list[Call]]:
         self.on, self.refuse, self.calls = True, refuse, []
+        self.received = Live()
         try:
             yield self.calls
         finally:
@@ -199,12 +279,17 @@ class Watcher:
             if not self.on or self.inside:  # torch's recv calls irecv: count one
                 return fn(*args, **kwargs)
             call = self._describe(name, signature, args, kwargs)
-            if self.refuse and name in COLLECTIVES:
+            if self.refuse and name in COLLECTIVES and name not in SYNC_ONLY:
                 raise Refused(
                     f"it calls torch.distributed.{name}: this exercise builds it "
                     "from send and recv, so the built-in is refused"
                 )
             self.calls.append(call)
+            if name in ("recv", "irecv") and isinstance(
+                args[0] if args else None, torch.Tensor
+            ):
+                buffer = args[0]
+                self.received.add(buffer if buffer._base is None else buffer._base)
             self.inside = True
             try:
                 if name in ("send", "recv"):
@@ -217,6 +302,19 @@ class Watcher:
 
         return wrapper
 
+    def _wrap_functional(self, name: str, fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if self.on and not self.inside and self.refuse:
+                raise Refused(
+                    f"it calls torch.distributed._functional_collectives.{name}: "
+                    "this exercise builds it from send and recv, so the built-in "
+                    "collectives are refused"
+                )
+            return fn(*args, **kwargs)
+
+        return wrapper
+
     @staticmethod
     def _describe(name: str, signature: Any, args: tuple, kwargs: dict) -> Call:
         bound = signature.bind_partial(*args, **kwargs).arguments
@@ -225,6 +323,7 @@ class Watcher:
         if isinstance(first, (list, tuple)):
             tensors = [t for t in first if isinstance(t, torch.Tensor)]
         numel = sum(t.numel() for t in tensors)
+        nbytes = sum(t.numel() * t.element_size() for t in tensors)
         dtype = str(tensors[0].dtype).removeprefix("torch.") if tensors else ""
         peer = None
         for key in ("dst", "src", "group_dst", "group_src"):
@@ -233,7 +332,7 @@ class Watcher:
                 if key.startswith("group_") and bound.get("group") is not None:
                     peer = dist.get_global_rank(bound["group"], peer)
                 break
-        return Call(name, peer, numel, dtype)
+        return Call(name, peer, numel, dtype, nbytes)
 
 
 class _Request:
@@ -275,6 +374,8 @@ class Case:
         self.failure: str | None = None
         self.detail: list[str] = []  # shown for the first failing case only
         self.calls: list[Call] = []
+        self.on_raise = ""  # a line to add where the reader's code raises
+        self.received_peak = 0  # the most bytes of received buffers alive at once
 
     def call(self, fn: Callable, *args: Any, **kwargs: Any) -> Any:
         """Run the reader's ``fn`` with its torch.distributed calls watched."""
@@ -288,9 +389,11 @@ class Case:
                 if _is_timeout(exc):  # a wait the watcher did not wrap
                     self._stop(f"it waited past the {grade.timeout_s:g} s timeout", [])
                 lines = reader_lines(exc.__traceback__, grade.path)
-                self._stop(f"it raised {type(exc).__name__}: {exc}", lines)
+                hint = [self.on_raise] if self.on_raise else []
+                self._stop(f"it raised {type(exc).__name__}: {exc}", hint + lines)
             finally:
                 self.calls = list(calls)
+                self.received_peak = grade.watcher.received.peak
 
     def _stop(self, why: str, lines: list[str]) -> None:
         first = why.splitlines()[0] if why else why
@@ -318,10 +421,13 @@ class Case:
         atol: float = 0.0,
         rtol: float = 0.0,
         mistakes: tuple[tuple[Any, str], ...] = (),
+        unwritten: float | None = None,
     ) -> bool:
         """``got`` equals ``expected`` (exactly unless a tolerance is given); else the
         first element that differs, expected against got, and the hint of the first
-        known mistake (an alternative wrong answer) that ``got`` matches."""
+        known mistake (an alternative wrong answer) that ``got`` matches.
+        ``unwritten`` is the value an output held before the reader's code ran: an
+        element that still holds it is said to be never written."""
         if not isinstance(got, torch.Tensor):
             return self.expect(False, f"{what} is {type(got).__name__}, not a tensor")
         if got.shape != expected.shape:
@@ -339,6 +445,8 @@ class Case:
             f"{what}{at}: expected {expected[index].item():.6g}, "
             f"got {got_c[index].item():.6g}"
         )
+        if unwritten is not None and got_c[index].item() == unwritten:
+            why += f" ({unwritten:g} is what it held before: never written)"
         hints = [h for alt, h in mistakes if _matches(got_c, alt, rtol, atol)]
         self.fail(why, *(f"hint: {h}" for h in hints[:1]))
         return False
@@ -632,7 +740,7 @@ def _merge(state_dir: str, world_size: int) -> Outcome:
         ]
         # a peer's stop reaches a rank that waits on it as a closed connection: name
         # the rank that stopped first, not its echo
-        failed.sort(key=lambda pair: _is_echo(pair[1]["failure"]))
+        failed.sort(key=lambda pair: is_echo(pair[1]["failure"]))
         if failed:
             rank, case = failed[0]
             merged |= {"failure": case["failure"], "rank": rank}
@@ -642,9 +750,3 @@ def _merge(state_dir: str, world_size: int) -> Outcome:
         outcome.cases.append(merged)
     outcome.waits = {r: s["wait"] for r, s in states.items() if s.get("wait")}
     return outcome
-
-
-def _is_echo(failure: str) -> bool:
-    """A rank's failure that only says its peer went away."""
-    text = failure.lower()
-    return "connection closed by peer" in text or "connection reset by peer" in text

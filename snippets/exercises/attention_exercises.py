@@ -19,7 +19,7 @@ from snippets.attention.flash_algorithms import flash_forward
 from snippets.attention.online_softmax import merge, softmax_state
 from snippets.attention.ring_attention import ring_forward
 from snippets.attention.zigzag_layout import zigzag_shard
-from snippets.exercises.grader import Case, Exercise, Grade
+from snippets.exercises.grader import Case, Exercise, Grade, LiveBytes
 
 TOL = {"atol": 1e-9, "rtol": 1e-9}
 NEG_INF = float("-inf")
@@ -154,6 +154,7 @@ def attention_oracle(q, k, v, causal: bool, offset: int = 0):
 
 
 FLASH_CASES = (  # N, M, block_q, block_k, causal
+    (32, 1024, 32, 8, False),  # 128 key tiles: one row block's scores outweigh K, V
     (37, 37, 16, 8, False),
     (37, 37, 16, 8, True),
     (29, 45, 8, 16, False),  # more keys than queries, neither a multiple of a tile
@@ -171,7 +172,10 @@ def check_flash_forward(fn, grade: Grade) -> None:
             q = normals((2, 3, N, d), seed=10 * i)
             k, v = normals((2, 3, M, d), 10 * i + 1), normals((2, 3, M, d), 10 * i + 2)
             run = watched(fn)
-            got = pair(case, case.call(run, q, k, v, causal, None, bq, bk), "(O, L)")
+            live = LiveBytes(q, k, v)
+            with live:
+                got = case.call(run, q, k, v, causal, None, bq, bk)
+            got = pair(case, got, "(O, L)")
             if got is None:
                 continue
             O, L = got
@@ -217,6 +221,26 @@ def check_flash_forward(fn, grade: Grade) -> None:
                     f"it builds a tensor of shape {run.watch.biggest}: the whole "
                     f"{N}x{M} score matrix? A tile holds {bq}x{bk} scores",
                 )
+            memory_contract(case, live.peak, q, k, bq, bk)  # after: it says less
+
+
+def memory_contract(case: Case, peak: int, q, k, bq: int, bk: int) -> None:
+    """The most bytes the call held at once, against what the contract allows: a copy
+    of each of q, k and v, O and L, a row block's state (a few block_q x d tensors) and
+    a few tiles of scores (S, P, and one in the making), never a row of tiles."""
+    B, H, N, d = q.shape
+    M, size = k.shape[2], q.element_size()
+    br, bc = min(bq, N), min(bk, M)
+    allowed = size * B * H * (N * d + 2 * M * d + N * d + N + 8 * br * d + 4 * br * bc)
+    if peak <= allowed:
+        return
+    tile = size * B * H * br * bc
+    case.fail(
+        f"it held {peak} bytes at once, {allowed} allowed: about "
+        f"{(peak - allowed) // tile} score tiles of {br}x{bc} too many, where the "
+        "contract holds one at a time",
+        "hint: keep a running max m and sum l, and drop each tile once it is added",
+    )
 
 
 def _same_rows(got: torch.Tensor, wrong: torch.Tensor, rows: torch.Tensor) -> bool:
@@ -238,6 +262,15 @@ def check_ring_forward(fn, grade: Grade) -> None:
             q, k, v = (normals((B, H, N, d), seed=s + 7 * causal) for s in range(3))
             mine = [zigzag_shard(t, rank, p) for t in (q, k, v)]
             got = pair(case, case.call(fn, *mine, causal, None), "(O, L)")
+            block = sum(t.numel() * t.element_size() for t in mine[1:])  # K and V
+            held = case.received_peak
+            case.expect(  # a third: the block a finished send's handle still holds
+                held <= 3 * block,
+                f"it kept {held / block:g} blocks of received K and V alive at once; "
+                "the contract allows two, the one in use and the one arriving (and "
+                "one a finished send's handle holds)",
+                "hint: once a block has been merged in, let it go",
+            )
             if got is None:
                 continue
             O, L = got
@@ -365,7 +398,7 @@ EXERCISES = [
             "merge_outputs (snippets.attention.online_softmax) merges two (O, L)",
             "visible_block (zigzag_layout) says which rows see the visiting block",
         ),
-        world_sizes=(2, 3),
+        world_sizes=(5, 3),  # at 5, keeping every block is 4 received at once
         point_to_point=True,
         imports="import torch\nimport torch.distributed as dist\n",
     ),

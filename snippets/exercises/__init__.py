@@ -1,7 +1,9 @@
 """Exercises: write a concept yourself, and be graded by the project's own oracles.
 
 ``python -m snippets exercise list | start NAME | check NAME FILE | solution NAME``
-(:mod:`snippets.exercises.exercise_cli`). The grader (:mod:`grader`) runs a reader's
-function on real ranks over gloo and compares it with the same oracle the project's
-own implementation is tested against; each series' exercises live in one file here.
+(:mod:`snippets.exercises.exercise_cli`). The grader (:mod:`.engine`, a file a job)
+runs a reader's function on real ranks over gloo and compares it with the same oracle
+the project's own implementation is tested against. The checks live in ``checks/``, a
+file a topic, code only; every word an exercise says lives in ``exercises.md``, and
+:mod:`.catalog` joins the two.
 """

@@ -9,7 +9,7 @@ import json
 import pytest
 from grading import graded_fixture, right, wrong  # noqa: F401
 
-from snippets.exercises import grader
+from snippets.exercises.engine import on_ranks
 
 
 @pytest.mark.parametrize(
@@ -88,7 +88,7 @@ def test_a_rank_that_only_saw_its_peer_go_is_not_named_for_the_stop(tmp_path) ->
         case = {"title": "SUM", "failure": s["failure"], "detail": [], "stopped": True}
         state = {"cases": [case], "wait": s["wait"]}
         (tmp_path / f"rank{rank}.json").write_text(json.dumps(state))
-    outcome = grader._merge(str(tmp_path), 3)
+    outcome = on_ranks.merge(str(tmp_path), 3)
     assert outcome.cases[0]["rank"] == 1
     assert outcome.stopped == "it waited past the 2 s timeout"
     assert sorted(outcome.waits) == [0, 1, 2]
@@ -145,5 +145,5 @@ def test_every_echo_of_a_peer_gone_gives_way_to_the_cause(tmp_path, echo) -> Non
         case = {"title": "SUM", "failure": failure, "detail": [], "stopped": True}
         state = {"cases": [case], "wait": None}
         (tmp_path / f"rank{rank}.json").write_text(json.dumps(state))
-    outcome = grader._merge(str(tmp_path), 2)
+    outcome = on_ranks.merge(str(tmp_path), 2)
     assert (outcome.cases[0]["rank"], outcome.stopped) == (1, cause)

@@ -32,7 +32,7 @@ ECHOES = ("Connection closed by peer", "Connection reset by peer", "Broken pipe"
 
 
 def is_echo(line: str) -> bool:
-    return any(echo in line for echo in ECHOES)
+    return any(echo.lower() in line.lower() for echo in ECHOES)
 
 
 def first_cause(

@@ -26,7 +26,7 @@ from pathlib import Path
 from snippets.core.cli import OneLineParser, guarded, positive_float, positive_int
 from snippets.core.errors import UsageError
 from snippets.core.import_graph import REPO_DIR
-from snippets.exercises import grader
+from snippets.exercises import engine
 from snippets.exercises.catalog import exercise, exercises, note_facts
 
 PROGRESS_VARIABLE = "COMMONPLACE_PROGRESS"
@@ -102,42 +102,10 @@ def cmd_start(opts) -> int:
     if folder.exists() and not folder.is_dir():
         raise UsageError(f"{folder} is not a folder")
     folder.mkdir(parents=True, exist_ok=True)
-    target.write_text(grader.stub(ex, command_for(ex.name, str(target))), "utf-8")
+    target.write_text(engine.stub(ex, command_for(ex.name, str(target))), "utf-8")
     print(f"wrote {target}: write {ex.function.__name__}, then")
     print(f"  {command_for(ex.name, str(target))}")
     return 0
-
-
-def render(ex: grader.Exercise, outcome: grader.Outcome) -> list[str]:
-    where = (
-        f"on {outcome.world_size} ranks (gloo)" if ex.distributed else "in one process"
-    )
-    lines = [f"{ex.name} {where}"]
-    shown = False
-    for case in outcome.cases:
-        if case["failure"] is None:
-            lines.append(f"  pass  {case['title']}")
-            continue
-        rank = f"rank {case['rank']}: " if ex.distributed else ""
-        lines.append(f"  FAIL  {case['title']}: {rank}{case['failure']}")
-        if not shown:
-            lines += [f"        {d}" for d in case["detail"]]
-            shown = True
-    if outcome.died is not None:
-        lines.append(f"  {outcome.died}")
-        lines.append(
-            "        (gloo prints its own message; it aborts a rank whose receive "
-            "gets a message of another size)"
-        )
-    elif outcome.stopped is not None and "past the" in outcome.stopped:
-        if not outcome.waits:  # one process, stopped by the alarm: its line is above
-            return lines
-        lines.append("  the ranks stopped; where each one waited:")
-        for r, wait in sorted(outcome.waits.items()):
-            lines.append(f"        rank {r} waited on {wait}")
-    elif outcome.stopped is not None:
-        lines.append("  the check stopped there: every rank was stopped")
-    return lines
 
 
 def cmd_check(opts) -> int:
@@ -149,8 +117,8 @@ def cmd_check(opts) -> int:
         sizes = (opts.nproc,)
     passed = True
     for n in sizes:
-        outcome = grader.check(ex, opts.file, n, opts.timeout)
-        print("\n".join(render(ex, outcome)))
+        outcome = engine.check(ex, opts.file, n, opts.timeout)
+        print("\n".join(engine.report(ex, outcome)))
         passed = passed and outcome.passed
         if not outcome.passed:
             break
@@ -162,7 +130,7 @@ def cmd_check(opts) -> int:
     return 0 if passed else 1
 
 
-def solution_text(ex: grader.Exercise) -> str:
+def solution_text(ex: engine.Exercise) -> str:
     """The section of the project's module the note shows, markers left out."""
     file, section = ex.solution.rsplit(":", 1)
     lines, inside = [], False
@@ -211,7 +179,7 @@ def build_parser() -> OneLineParser:
     p.add_argument(
         "--timeout",
         type=positive_float,
-        default=grader.DEFAULT_TIMEOUT_S,
+        default=engine.DEFAULT_TIMEOUT_S,
         metavar="S",
         help="a wait longer than this is a deadlock (default 20 s)",
     )

@@ -21,7 +21,7 @@ import re
 from snippets.core.claims import LawBroken
 from snippets.core.import_graph import REPO_DIR
 from snippets.core.runtime import Spec, print0
-from snippets.exercises import grader
+from snippets.exercises import engine
 from snippets.exercises.catalog import SERIES, exercises, note_facts
 
 SPEC = Spec(
@@ -33,14 +33,14 @@ def series_slug(series: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", series.lower()).strip("-")
 
 
-def contract_text(ex: grader.Exercise) -> str:
+def contract_text(ex: engine.Exercise) -> str:
     """What the reader's file starts with, without the module docstring."""
-    text = grader.stub(ex, "")
+    text = engine.stub(ex, "")
     body = text[text.index("def ") :].splitlines()
     return "\n".join(line for line in body if "# hint:" not in line) + "\n"
 
 
-def try_it(ex: grader.Exercise, record: dict) -> str:
+def try_it(ex: engine.Exercise, record: dict) -> str:
     start = f"N={ex.name}\npython -m snippets exercise start $N"
     check = "python -m snippets exercise check $N exercises/$N.py"
     where = (
@@ -88,7 +88,7 @@ def main() -> dict:
     for ex in exercises():
         solution = str(REPO_DIR / ex.solution.split(":")[0])
         n = ex.world_sizes[0]
-        outcome = grader.check(ex, solution, n)
+        outcome = engine.check(ex, solution, n)
         if not outcome.passed:
             failed = next(c for c in outcome.cases if c["failure"] is not None)
             raise LawBroken(f"{ex.name}: the project's own solution failed {failed}")

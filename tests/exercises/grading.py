@@ -4,6 +4,8 @@
 snippets exercise check`` through its ``main`` (so a test sees the exit status and the
 lines a reader sees) with the progress file in a temporary folder. Known-wrong solutions
 live in ``wrong/``; each test holds one to the message that should point at its mistake.
+``right/`` holds solutions written otherwise than the project's that keep the contract,
+which must pass.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from conftest import REPO, process_children
 from snippets.exercises import exercise_cli
 
 WRONG = Path(__file__).parent / "wrong"
+RIGHT = Path(__file__).parent / "right"  # learners' own ways that keep the contract
 
 
 @pytest.fixture(name="graded")
@@ -34,6 +37,10 @@ def graded_fixture(tmp_path, monkeypatch, capsys):
 
 def wrong(name: str) -> Path:
     return WRONG / f"{name}.py"
+
+
+def right(name: str) -> Path:
+    return RIGHT / f"{name}.py"
 
 
 def solution_file(exercise) -> Path:

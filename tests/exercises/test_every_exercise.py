@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from grading import graded_fixture, solution_file  # noqa: F401
 
-from snippets.exercises import grader
+from snippets.exercises import engine
 from snippets.exercises.catalog import exercises
 
 EVERY = pytest.mark.parametrize("ex", exercises(), ids=lambda ex: ex.name)
@@ -27,7 +27,7 @@ def test_the_projects_solution_passes_at_every_world_size(graded, ex) -> None:
 @EVERY
 def test_the_untouched_stub_fails_with_exit_1(graded, tmp_path, ex) -> None:
     stub = tmp_path / f"{ex.name}.py"
-    stub.write_text(grader.stub(ex, "check"), encoding="utf-8")
+    stub.write_text(engine.stub(ex, "check"), encoding="utf-8")
     options = ("-n", str(min(ex.world_sizes))) if ex.distributed else ()
     code, out = graded(ex.name, stub, *options)
     assert code == 1 and "NotImplementedError" in out, out

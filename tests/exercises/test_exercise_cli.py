@@ -12,7 +12,7 @@ import pytest
 from conftest import REPO
 from grading import graded_fixture, solution_file  # noqa: F401
 
-from snippets.exercises import exercise_cli, grader
+from snippets.exercises import engine, exercise_cli
 from snippets.exercises.catalog import exercise, exercises
 
 
@@ -75,7 +75,7 @@ def test_start_writes_the_contract_and_never_overwrites(tmp_path, capsys) -> Non
     assert ex.contract.splitlines()[0] in text
     assert all(h in text for h in ex.hints)
     assert "raise NotImplementedError" in text
-    assert grader.load(ex, str(file))  # the stub itself has the right signature
+    assert engine.load(ex, str(file))  # the stub itself has the right signature
     file.write_text(text + "# mine\n")
     err = one_line_exit_2(capsys, ["start", "ring_allreduce", "--dir", str(folder)])
     assert "exists" in err and file.read_text().endswith("# mine\n")
@@ -88,7 +88,7 @@ def test_start_writes_the_contract_and_never_overwrites(tmp_path, capsys) -> Non
 
 def test_progress_is_kept_and_list_reads_it(graded, tmp_path, capsys) -> None:
     stub = tmp_path / "ring_allreduce.py"
-    stub.write_text(grader.stub(exercise("ring_allreduce"), "check"))
+    stub.write_text(engine.stub(exercise("ring_allreduce"), "check"))
     assert graded("ring_allreduce", stub, "-n", "2")[0] == 1
     assert exercise_cli.main(["list"]) == 0
     row = next(

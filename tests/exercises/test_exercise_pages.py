@@ -9,7 +9,7 @@ import json
 import pytest
 from conftest import REPO
 
-from snippets.exercises import exercise_pages, grader
+from snippets.exercises import engine, exercise_pages
 from snippets.exercises.catalog import SERIES, exercise, exercises
 
 POSTS = REPO / "docs" / "blog" / "posts"
@@ -56,7 +56,7 @@ def test_the_last_run_graded_every_exercise_in_reading_order() -> None:
 
 
 def test_a_solution_that_fails_stops_the_run(monkeypatch) -> None:
-    broken = grader.Outcome(3, [{"title": "x", "failure": "wrong", "rank": 0}])
-    monkeypatch.setattr(grader, "check", lambda *args, **kw: broken)
+    broken = engine.Outcome(3, [{"title": "x", "failure": "wrong", "rank": 0}])
+    monkeypatch.setattr(engine, "check", lambda *args, **kw: broken)
     with pytest.raises(AssertionError, match="own solution failed"):
         exercise_pages.main()

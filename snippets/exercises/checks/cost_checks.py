@@ -16,7 +16,7 @@ import math
 
 import torch
 
-from snippets.exercises.grader import Exercise, Grade
+from snippets.exercises.engine import Exercise, Grade
 from snippets.faults.crash_resume import waste, young_daly
 from snippets.hardware.step_profile import counted_flops, op_costs
 from snippets.models.tiny_gpt import GPTConfig
@@ -100,46 +100,7 @@ def check_young_daly(fn, grade: Grade) -> None:
             )
 
 
-EXERCISES = [
-    Exercise(
-        name="step_flops",
-        title="the FLOPs of a training step, by formula",
-        note="2026-12-04-step-profile",
-        function=op_costs,
-        check=check_step_flops,
-        solution="snippets/hardware/step_profile.py:formulas",
-        hints=(
-            "T = rows × N tokens; a linear k → n costs 2·T·k·n FLOPs",
-            "backward repeats each matmul twice (dX and dW); don't forget the head",
-            "attention: 4·B·N²·d forward (QKᵀ, then P·V), 2.5× that backward",
-        ),
-        imports="from snippets.hardware.step_profile import Call\n",
-        doc=(
-            "Every call of each op class in one training step of one rank (forward,\n"
-            "then backward), as Call(flops, bytes), for the tiny GPT ``cfg`` on\n"
-            "``rows`` sequences of cfg.block_size tokens, ``s`` bytes a value. Keys:\n"
-            "'matmul' (every nn.Linear and the head, forward, dX and dW) and\n"
-            "'attention' (the fused kernel, forward and backward) are graded; the\n"
-            "other classes (softmax, layer norm, …) may be there too."
-        ),
-    ),
-    Exercise(
-        name="young_daly",
-        title="Young–Daly's checkpoint interval",
-        note="2026-12-04-crash-and-resume",
-        function=young_daly,
-        check=check_young_daly,
-        solution="snippets/faults/crash_resume.py:young_daly",
-        hints=(
-            "saving every τ costs δ/τ of the time",
-            "a failure every M seconds redoes half an interval on average: τ/(2M)",
-            "minimise the sum: set its derivative to zero",
-        ),
-        imports="import math\n",
-        doc=(
-            "The checkpoint interval τ (seconds) that loses the least time, to first\n"
-            "order, when a save takes ``delta`` seconds and failures come every\n"
-            "``mtbf`` seconds on average (Young 1974; Daly 2006)."
-        ),
-    ),
+CHECKS = [
+    Exercise(name="step_flops", function=op_costs, check=check_step_flops),
+    Exercise(name="young_daly", function=young_daly, check=check_young_daly),
 ]

@@ -14,7 +14,7 @@ from fractions import Fraction
 
 import torch
 
-from snippets.exercises.grader import Case, Exercise, Grade
+from snippets.exercises.engine import Case, Exercise, Grade
 from snippets.parallel.pipeline.pipeline_formulas import bubble_formula, peak_formula
 from snippets.parallel.pipeline.pipeline_schedules import Action, one_f_one_b, schedule
 from snippets.parallel.pipeline.pipeline_validate import (
@@ -132,47 +132,9 @@ def check_bubble_fraction(fn, grade: Grade) -> None:
                 )
 
 
-EXERCISES = [
+CHECKS = [
+    Exercise(name="one_f_one_b", function=one_f_one_b, check=check_one_f_one_b),
     Exercise(
-        name="one_f_one_b",
-        title="the 1F1B pipeline plan",
-        note="2026-12-01-pipeline-schedules",
-        function=one_f_one_b,
-        check=check_one_f_one_b,
-        solution="snippets/parallel/pipeline/pipeline_schedules.py:plans",
-        doc=(
-            "Rank rank's actions under 1F1B (PipeDream-flush) for p pipeline ranks\n"
-            "and m micro-batches, in the order it runs them: a list of\n"
-            "Action('F', j) (forward of micro-batch j) and Action('B', j) (its\n"
-            "backward, weight gradient included). Every micro-batch once each way;\n"
-            "rank r holds the activations of at most min(p - r, m) micro-batches,\n"
-            "and no rank idles longer than GPipe's bubble, (p - 1)/(m + p - 1)."
-        ),
-        hints=(
-            "warm up with forwards until the first backward can come back",
-            "then alternate one forward and one backward; finish with backwards",
-            "rank p - 1, the last stage, needs no warm-up at all",
-        ),
-        imports=("from snippets.parallel.pipeline.pipeline_schedules import Action\n"),
-    ),
-    Exercise(
-        name="bubble_fraction",
-        title="the pipeline bubble",
-        note="2026-12-01-pipeline-schedules",
-        function=bubble_formula,
-        check=check_bubble_fraction,
-        solution="snippets/parallel/pipeline/pipeline_formulas.py:bubble",
-        signature="def bubble_formula(name: str, p: int, m: int) -> Fraction:",
-        doc=(
-            "The bubble of schedule name ('gpipe' or '1f1b') on p pipeline ranks with\n"
-            "m micro-batches: the share of p × (the step's time) that ranks sit\n"
-            "idle, with a forward and a backward each taking one unit on every rank.\n"
-            "A number from 0 (no idle time) to 1; a Fraction keeps it exact."
-        ),
-        hints=(
-            "draw the plan on squared paper for p = 3, m = 4 and count",
-            "how many slots does the step last, and how many are busy per rank?",
-        ),
-        imports="from fractions import Fraction\n",
+        name="bubble_fraction", function=bubble_formula, check=check_bubble_fraction
     ),
 ]

@@ -19,7 +19,7 @@ from snippets.attention.flash_algorithms import flash_forward
 from snippets.attention.online_softmax import merge, softmax_state
 from snippets.attention.ring_attention import ring_forward
 from snippets.attention.zigzag_layout import zigzag_shard
-from snippets.exercises.grader import Case, Exercise, Grade
+from snippets.exercises.engine import Case, Exercise, Grade, LiveBytes
 
 TOL = {"atol": 1e-9, "rtol": 1e-9}
 NEG_INF = float("-inf")
@@ -154,6 +154,7 @@ def attention_oracle(q, k, v, causal: bool, offset: int = 0):
 
 
 FLASH_CASES = (  # N, M, block_q, block_k, causal
+    (32, 1024, 32, 8, False),  # 128 key tiles: one row block's scores outweigh K, V
     (37, 37, 16, 8, False),
     (37, 37, 16, 8, True),
     (29, 45, 8, 16, False),  # more keys than queries, neither a multiple of a tile
@@ -171,7 +172,10 @@ def check_flash_forward(fn, grade: Grade) -> None:
             q = normals((2, 3, N, d), seed=10 * i)
             k, v = normals((2, 3, M, d), 10 * i + 1), normals((2, 3, M, d), 10 * i + 2)
             run = watched(fn)
-            got = pair(case, case.call(run, q, k, v, causal, None, bq, bk), "(O, L)")
+            live = LiveBytes(q, k, v)
+            with live:
+                got = case.call(run, q, k, v, causal, None, bq, bk)
+            got = pair(case, got, "(O, L)")
             if got is None:
                 continue
             O, L = got
@@ -217,6 +221,26 @@ def check_flash_forward(fn, grade: Grade) -> None:
                     f"it builds a tensor of shape {run.watch.biggest}: the whole "
                     f"{N}x{M} score matrix? A tile holds {bq}x{bk} scores",
                 )
+            memory_contract(case, live.peak, q, k, bq, bk)  # after: it says less
+
+
+def memory_contract(case: Case, peak: int, q, k, bq: int, bk: int) -> None:
+    """The most bytes the call held at once, against what the contract allows: a copy
+    of each of q, k and v, O and L, a row block's state (a few block_q x d tensors) and
+    a few tiles of scores (S, P, and one in the making), never a row of tiles."""
+    B, H, N, d = q.shape
+    M, size = k.shape[2], q.element_size()
+    br, bc = min(bq, N), min(bk, M)
+    allowed = size * B * H * (N * d + 2 * M * d + N * d + N + 8 * br * d + 4 * br * bc)
+    if peak <= allowed:
+        return
+    tile = size * B * H * br * bc
+    case.fail(
+        f"it held {peak} bytes at once, {allowed} allowed: about "
+        f"{(peak - allowed) // tile} score tiles of {br}x{bc} too many, where the "
+        "contract holds one at a time",
+        "hint: keep a running max m and sum l, and drop each tile once it is added",
+    )
 
 
 def _same_rows(got: torch.Tensor, wrong: torch.Tensor, rows: torch.Tensor) -> bool:
@@ -238,6 +262,15 @@ def check_ring_forward(fn, grade: Grade) -> None:
             q, k, v = (normals((B, H, N, d), seed=s + 7 * causal) for s in range(3))
             mine = [zigzag_shard(t, rank, p) for t in (q, k, v)]
             got = pair(case, case.call(fn, *mine, causal, None), "(O, L)")
+            block = sum(t.numel() * t.element_size() for t in mine[1:])  # K and V
+            held = case.received_peak
+            case.expect(  # a third: the block a finished send's handle still holds
+                held <= 3 * block,
+                f"it kept {held / block:g} blocks of received K and V alive at once; "
+                "the contract allows two, the one in use and the one arriving (and "
+                "one a finished send's handle holds)",
+                "hint: once a block has been merged in, let it go",
+            )
             if got is None:
                 continue
             O, L = got
@@ -285,88 +318,16 @@ def check_ring_forward(fn, grade: Grade) -> None:
             )
 
 
-EXERCISES = [
+CHECKS = [
     Exercise(
-        name="online_softmax_merge",
-        title="the online-softmax merge",
-        note="2026-11-24-online-softmax",
-        function=merge,
-        check=check_online_softmax_merge,
-        solution="snippets/attention/online_softmax.py:state",
-        signature="def merge(a: SoftmaxState, b: SoftmaxState) -> SoftmaxState:",
-        doc=(
-            "Combine the softmax states of two disjoint pieces of the same rows.\n\n"
-            "A state is SoftmaxState(m, d), each (rows, 1): m the max of the piece's\n"
-            "entries, d = sum(exp(x - m)) over them. Return the state of the two\n"
-            "pieces together, as if computed over the whole rows at once. Entries\n"
-            "may be -inf (masked); an empty piece (all -inf) has state (-inf, 0),\n"
-            "and the result must never hold NaN."
-        ),
-        hints=(
-            "the merged max is the larger of the two",
-            "each d was summed relative to its own max: shift both to the new one",
-            "exp(-inf - (-inf)) is NaN: where the max is -inf, shift by 0 instead",
-        ),
-        imports="import torch\n\nfrom snippets.attention.online_softmax import "
-        "SoftmaxState\n",
+        name="online_softmax_merge", function=merge, check=check_online_softmax_merge
     ),
-    Exercise(
-        name="flash_forward",
-        title="FlashAttention's forward over tiles",
-        note="2026-11-25-flash-attention",
-        function=flash_forward,
-        check=check_flash_forward,
-        solution="snippets/attention/flash_algorithms.py:forward",
-        signature=(
-            "def flash_forward(\n"
-            "    q: torch.Tensor,\n"
-            "    k: torch.Tensor,\n"
-            "    v: torch.Tensor,\n"
-            "    causal: bool = False,\n"
-            "    scale: float | None = None,\n"
-            "    block_q: int = 256,\n"
-            "    block_k: int = 512,\n"
-            ") -> tuple[torch.Tensor, torch.Tensor]:"
-        ),
-        doc=(
-            "Attention softmax(q kᵀ · scale) v, FlashAttention-2's way: for each\n"
-            "block of block_q query rows, stream over blocks of block_k keys, keeping\n"
-            "a running max m, a running sum l and an unnormalised output. Never hold\n"
-            "more than one block_q × block_k tile of scores.\n\n"
-            "q (B, H, N, d), k and v (B, H, M, d); scale None means 1/sqrt(d).\n"
-            "causal: query i sees keys j <= i, as F.scaled_dot_product_attention's\n"
-            "is_causal. Returns O (B, H, N, d) and the log-sum-exp L (B, H, N) of\n"
-            "each row's scaled scores."
-        ),
-        hints=(
-            "when the max grows, rescale both l and the output by exp(m_old - m_new)",
-            "the tiles of the last row and column may be smaller: slice, do not pad",
-            "divide by l once, after the last key block",
-        ),
-    ),
+    Exercise(name="flash_forward", function=flash_forward, check=check_flash_forward),
     Exercise(
         name="ring_attention_forward",
-        title="ring attention's forward",
-        note="2026-11-27-ring-attention",
         function=ring_forward,
         check=check_ring_forward,
-        solution="snippets/attention/ring_attention.py:forward",
-        doc=(
-            "Attention over a sequence spread over the ranks of group: each rank\n"
-            "holds n rows of q, k and v (B, H, n, d) and returns its n rows of O\n"
-            "(B, H, n, d) and of the log-sum-exp L (B, H, n), equal to attention\n"
-            "over the whole sequence. K and V go round the ring, rank r to r + 1,\n"
-            "with isend and irecv; no rank holds more than two blocks of them.\n\n"
-            "With causal=True the rows are in zig-zag order: rank r holds chunks r\n"
-            "and 2p - 1 - r of the 2p chunks (snippets.attention.zigzag_layout)."
-        ),
-        hints=(
-            "flash_forward (snippets.attention.flash_algorithms) gives a block's O, L",
-            "merge_outputs (snippets.attention.online_softmax) merges two (O, L)",
-            "visible_block (zigzag_layout) says which rows see the visiting block",
-        ),
-        world_sizes=(2, 3),
+        world_sizes=(5, 3),
         point_to_point=True,
-        imports="import torch\nimport torch.distributed as dist\n",
     ),
 ]

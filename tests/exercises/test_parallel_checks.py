@@ -7,7 +7,7 @@ import pytest
 import torch
 from grading import graded_fixture, wrong  # noqa: F401
 
-from snippets.exercises.parallel_exercises import held_values
+from snippets.exercises.checks.parallel_checks import held_values
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from snippets.exercises.grader import Case, Exercise, Grade
+from snippets.exercises.engine import Case, Exercise, Grade
 from snippets.models.tiny_gpt import GPT, GPTConfig
 from snippets.sizing.params import total_params
 from snippets.sizing.zero_memory import model_state_bytes
@@ -142,49 +142,7 @@ def check_zero_memory(fn, grade: Grade) -> None:
                 case.equal(total / 1e9, want / 1e9, "GB in total", rtol=5e-3)
 
 
-EXERCISES = [
-    Exercise(
-        name="zero_memory",
-        title="ZeRO's bytes per GPU",
-        note="2026-12-01-zero-by-hand",
-        function=model_state_bytes,
-        check=check_zero_memory,
-        solution="snippets/sizing/zero_memory.py:formulas",
-        doc=(
-            "Bytes of model state one of N data-parallel ranks holds under ZeRO stage\n"
-            "stage (0: plain data parallelism, 1-3 as Rajbhandari et al. 2020), for\n"
-            "psi parameters that cost p bytes each, their gradients g bytes each and\n"
-            "the optimizer's state K bytes each (mixed-precision Adam: p = g = 2,\n"
-            "K = 12 with the fp32 master copy). Returns a dict of 'parameters',\n"
-            "'gradients', 'optimizer' and their 'total'."
-        ),
-        hints=(
-            "each stage shards one more of the three, in the paper's order",
-            "a sharded part is divided by N; the others are whole on every rank",
-        ),
-        imports="",
-    ),
-    Exercise(
-        name="gpt_params",
-        title="a GPT's parameter count",
-        note="2026-12-01-sizing",
-        function=total_params,
-        check=check_gpt_params,
-        solution="snippets/sizing/params.py:params",
-        doc=(
-            "Every parameter of a GPT (arch 'gpt': GPT-2, GPT-3, the tiny GPT) with\n"
-            "vocabulary V, sequence length s, L layers of width h, a heads (kv = a\n"
-            "key/value heads) and an MLP h → ffn → h, each parameter counted once.\n"
-            "Learned token (V × h) and position (s × h) embeddings; in each layer a\n"
-            "LayerNorm before attention (q, k, v, o: h × h each) and one before the\n"
-            "MLP; a final LayerNorm; the head h → V, tied to the token embedding when\n"
-            "tied. bias: every Linear and LayerNorm has a bias (the head has none)."
-        ),
-        hints=(
-            "count one layer, then L of them, then what sits outside the layers",
-            "a LayerNorm has a weight of h and, with biases, a bias of h",
-            "a tied head shares its weight: no new parameters",
-        ),
-        imports="",
-    ),
+CHECKS = [
+    Exercise(name="zero_memory", function=model_state_bytes, check=check_zero_memory),
+    Exercise(name="gpt_params", function=total_params, check=check_gpt_params),
 ]

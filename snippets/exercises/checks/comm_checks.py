@@ -17,7 +17,7 @@ from snippets.comm.algorithms.ring_allreduce import ring_allreduce
 from snippets.comm.collective.all_to_all import all_to_all_single
 from snippets.comm.collective.rooted_collectives import broadcast
 from snippets.comm.collective.symmetric_collectives import all_gather, reduce_scatter
-from snippets.exercises.grader import Call, Exercise, Grade, Watcher
+from snippets.exercises.engine import Call, Exercise, Grade, Watcher
 
 EMPTY = -100.0  # what an output holds before the reader's code writes it
 
@@ -68,9 +68,8 @@ def check_ring_allreduce(fn, grade: Grade) -> None:
     with grade.case(f"only neighbours, 2(p-1) = {2 * (p - 1)} sends") as case:
         case.call(fn, integers((n,), seed=rank))
         right, left = (rank + 1) % p, (rank - 1) % p
-        data = [c for c in case.calls if c.dtype == "float32"]  # not a size check
-        sends = [c for c in data if c.kind in ("send", "isend")]
-        recvs = [c for c in data if c.kind in ("recv", "irecv")]
+        sends, recvs = data_calls(case)  # float64 on the wire counts too
+        data = sends + recvs
         case.expect(
             all(c.peer == right for c in sends) and all(c.peer == left for c in recvs),
             f"it talks to ranks other than its neighbours {left} and {right}",
@@ -84,9 +83,9 @@ def check_ring_allreduce(fn, grade: Grade) -> None:
 
 
 def data_calls(case) -> tuple[list[Call], list[Call]]:
-    """The reader's sends and receives of float tensors: the data, not a size check
-    (the project's collectives swap sizes as int64 first)."""
-    data = [c for c in case.calls if c.dtype.startswith("float")]
+    """The reader's sends and receives of data, of any floating dtype, not a size
+    check (the project's collectives swap sizes as int64 first)."""
+    data = [c for c in case.calls if not c.dtype.startswith(("int", "uint", "bool"))]
     sends = [c for c in data if c.kind in ("send", "isend")]
     recvs = [c for c in data if c.kind in ("recv", "irecv")]
     return sends, recvs
@@ -284,6 +283,7 @@ def check_all_gather(fn, grade: Grade) -> None:
                 torch.stack(got),
                 torch.stack(expected),
                 "the pieces",
+                unwritten=EMPTY,
                 mistakes=(
                     (
                         own_missing,
@@ -313,6 +313,7 @@ def check_reduce_scatter(fn, grade: Grade) -> None:
                 got,
                 expected,
                 "the output",
+                unwritten=EMPTY,
                 mistakes=(
                     (expected / p, "each element is the sum ÷ p: SUM keeps the sum"),
                     (total[nxt], f"it is piece {nxt}'s result: rank r keeps piece r"),
@@ -352,6 +353,12 @@ def check_all_to_all(fn, grade: Grade) -> None:
             expected = torch.full((n_out, *shape[1:]), EMPTY)
             dist.all_to_all_single(expected, x, recvs, sends)  # the oracle
             got = torch.full_like(expected, EMPTY)
+            if rows:
+                case.on_raise = (
+                    f"hint: rank {rank}'s input_split_sizes is {sends} and its "
+                    f"output_split_sizes {recvs}: block j has that many rows, not "
+                    "1/p of them"
+                )
             case.call(fn, got, x.clone(), recvs, sends)
             own = recvs or [2] * p
             at = sum(own[:rank])
@@ -361,6 +368,7 @@ def check_all_to_all(fn, grade: Grade) -> None:
                 got,
                 expected,
                 "the output",
+                unwritten=EMPTY,
                 mistakes=(
                     (
                         own_missing,
@@ -415,221 +423,54 @@ def check_naive_allreduce(fn, grade: Grade) -> None:
         )
 
 
-EXERCISES = [
+CHECKS = [
     Exercise(
         name="ring_allreduce",
-        title="the ring all-reduce",
-        note="2026-11-21-ring-allreduce",
         function=ring_allreduce,
         check=check_ring_allreduce,
-        solution="snippets/comm/algorithms/ring_allreduce.py:ring",
-        signature=(
-            "def ring_allreduce(\n"
-            "    tensor: torch.Tensor,\n"
-            "    op: ReduceOp = ReduceOp.SUM,\n"
-            "    group: dist.ProcessGroup | None = None,\n"
-            ") -> None:"
-        ),
-        doc=(
-            "All-reduce ``tensor`` in place over ``group``, like ``dist.all_reduce``,\n"
-            "around a ring: p-1 steps of reduce-scatter (chunk by chunk, each rank\n"
-            "adds what its left neighbour sends), then p-1 steps of all-gather.\n"
-            "Any world size, any number of elements (some chunks may be empty)."
-        ),
-        hints=(
-            "split the flat tensor into p chunks; chunk c is the one rank c owns last",
-            "at step t rank r sends chunk (r - t) % p right, receives (r - t - 1) % p",
-            "post the send before you wait on the receive, or every rank waits",
-        ),
         world_sizes=(4, 3),
         point_to_point=True,
-        imports=(
-            "import torch\nimport torch.distributed as dist\n"
-            "from torch.distributed import ReduceOp\n"
-        ),
     ),
     Exercise(
         name="ring_pass",
-        title="one hop of a ring, started now and waited for later",
-        note="2026-11-27-ring-attention",
         function=start_pass,
         check=check_ring_pass,
-        solution="snippets/attention/ring_pass.py:pass",
-        doc=(
-            "Send ``t`` to the next rank of ``group`` (rank + 1, round the ring) and\n"
-            "receive the previous rank's tensor (rank - 1) into a new, contiguous\n"
-            "tensor shaped like ``t``, without waiting: return (requests, incoming),\n"
-            "the requests to ``wait()`` on before ``incoming`` is read. ``t`` may be\n"
-            "non-contiguous and must not change. ``group`` None is the whole world;\n"
-            "otherwise count ranks within it. Use ``tag`` on both sides."
-        ),
-        hints=(
-            "dist.get_rank(group) and dist.get_world_size(group) count within group",
-            "isend/irecv (or batch_isend_irecv of P2POps) return requests at once",
-            "empty_like copies a transposed tensor's strides; receive contiguously",
-        ),
         world_sizes=(4, 3),
         point_to_point=True,
-        imports="import torch\nimport torch.distributed as dist\n",
     ),
     Exercise(
         name="tree_broadcast",
-        title="broadcast down a tree",
-        note="2026-11-19-collectives-from-send-recv",
         function=broadcast,
         check=check_tree_broadcast,
-        solution="snippets/comm/collective/rooted_collectives.py:trees",
-        signature=(
-            "def broadcast(\n"
-            "    tensor: torch.Tensor,\n"
-            "    src: int,\n"
-            "    group: dist.ProcessGroup | None = None,\n"
-            ") -> None:"
-        ),
-        doc=(
-            "Like ``dist.broadcast``: every rank's ``tensor`` ends up equal to rank\n"
-            "``src``'s (a global rank), in place. Down a tree: each rank other than\n"
-            "the root receives once, from its parent, and passes the data on to its\n"
-            "children, so the tree is ⌈log2 p⌉ deep and no rank sends more than\n"
-            "⌈log2 p⌉ times. Any root; any world size."
-        ),
-        hints=(
-            "number the ranks relative to the root: v = (rank - src) % p",
-            "every rank that has the data can send it on: after k rounds, how many?",
-            "a rank receives once, before it sends: from which rank?",
-        ),
         world_sizes=(4, 3),
         point_to_point=True,
-        imports="import torch\nimport torch.distributed as dist\n",
     ),
     Exercise(
         name="all_gather",
-        title="all-gather around a ring",
-        note="2026-11-19-collectives-from-send-recv",
         function=all_gather,
         check=check_all_gather,
-        solution="snippets/comm/collective/symmetric_collectives.py:everyone",
-        signature=(
-            "def all_gather(\n"
-            "    tensor_list: list[torch.Tensor],\n"
-            "    tensor: torch.Tensor,\n"
-            "    group: dist.ProcessGroup | None = None,\n"
-            ") -> None:"
-        ),
-        doc=(
-            "Like ``dist.all_gather``: ``tensor_list[j]`` ends up equal to rank j's\n"
-            "``tensor``, on every rank. Around a ring: in each of p-1 steps a rank\n"
-            "sends one piece to its right neighbour (rank + 1) and receives one from\n"
-            "its left (rank - 1)."
-        ),
-        hints=(
-            "a rank's own piece does not travel",
-            "in step k, send the piece you received in step k-1 (at first, your own)",
-            "post the send before you wait on the receive, or every rank waits",
-        ),
         world_sizes=(4, 3),
         point_to_point=True,
-        imports="import torch\nimport torch.distributed as dist\n",
     ),
     Exercise(
         name="reduce_scatter",
-        title="reduce-scatter around a ring",
-        note="2026-11-19-collectives-from-send-recv",
         function=reduce_scatter,
         check=check_reduce_scatter,
-        solution="snippets/comm/collective/symmetric_collectives.py:everyone",
-        signature=(
-            "def reduce_scatter(\n"
-            "    output: torch.Tensor,\n"
-            "    input_list: list[torch.Tensor],\n"
-            "    op: ReduceOp = ReduceOp.SUM,\n"
-            "    group: dist.ProcessGroup | None = None,\n"
-            ") -> None:"
-        ),
-        doc=(
-            "Like ``dist.reduce_scatter``: rank r's ``output`` ends up equal to\n"
-            "``input_list[r]`` reduced with ``op`` over all ranks; ``input_list`` is\n"
-            "not changed. Around a ring: the partial result for piece c travels once\n"
-            "round, p-1 sends to the right neighbour, picking up one rank's piece c\n"
-            "at each step, and arrives complete at rank c."
-        ),
-        hints=(
-            "piece c must end its trip at rank c: which piece does rank r send first?",
-            "each step: receive a partial, combine your piece of it, pass it on",
-            "the partial you hold after p-1 steps is piece r's; SUM does not divide",
-        ),
         world_sizes=(4, 3),
         point_to_point=True,
-        imports=(
-            "import torch\nimport torch.distributed as dist\n"
-            "from torch.distributed import ReduceOp\n"
-        ),
     ),
     Exercise(
         name="all_to_all_single",
-        title="all-to-all with uneven splits",
-        note="2026-12-04-all-to-all-uneven",
         function=all_to_all_single,
         check=check_all_to_all,
-        solution="snippets/comm/collective/all_to_all.py:splits",
-        signature=(
-            "def all_to_all_single(\n"
-            "    output: torch.Tensor,\n"
-            "    input: torch.Tensor,\n"
-            "    output_split_sizes: list[int] | None = None,\n"
-            "    input_split_sizes: list[int] | None = None,\n"
-            "    group: dist.ProcessGroup | None = None,\n"
-            ") -> None:"
-        ),
-        doc=(
-            "Like ``dist.all_to_all_single``: rank i cuts ``input`` along dim 0 into\n"
-            "p row blocks of ``input_split_sizes`` (p equal blocks when None), block\n"
-            "j goes to rank j, and rank j stacks what it gets, in rank order, into\n"
-            "``output`` by ``output_split_sizes``. Blocks may differ per pair and may\n"
-            "be empty; rank i's input_split_sizes[j] is rank j's\n"
-            "output_split_sizes[i]. One message per non-empty block to another rank;\n"
-            "an empty block sends nothing, and a rank's own block does not travel."
-        ),
-        hints=(
-            "a block's first row is the sum of the sizes before it",
-            "step k: send to rank + k, receive from rank - k: each pair meets once",
-            "receive into a contiguous buffer, then copy it into output",
-        ),
         world_sizes=(4, 3),
         point_to_point=True,
-        imports="import torch\nimport torch.distributed as dist\n",
     ),
     Exercise(
         name="naive_allreduce",
-        title="the naive all-reduce, through one rank",
-        note="2026-11-20-naive-allreduce",
         function=naive_allreduce,
         check=check_naive_allreduce,
-        solution="snippets/comm/algorithms/naive_allreduce.py:naive",
-        signature=(
-            "def naive_allreduce(\n"
-            "    tensor: torch.Tensor,\n"
-            "    op: ReduceOp = ReduceOp.SUM,\n"
-            "    group: dist.ProcessGroup | None = None,\n"
-            ") -> None:"
-        ),
-        doc=(
-            "All-reduce ``tensor`` in place over ``group``, like ``dist.all_reduce``,\n"
-            "the naive way: every other rank sends its whole tensor to the group's\n"
-            "first rank, the root, which combines them all with its own and sends the\n"
-            "result back to each. The root receives p-1 messages and sends p-1;\n"
-            "every other rank sends one and receives one."
-        ),
-        hints=(
-            "the root's own tensor counts too",
-            "the root may receive in any order, but combine in one fixed order",
-            "SUM adds and nothing else: AVG would divide by p",
-        ),
         world_sizes=(4, 3),
         point_to_point=True,
-        imports=(
-            "import torch\nimport torch.distributed as dist\n"
-            "from torch.distributed import ReduceOp\n"
-        ),
     ),
 ]

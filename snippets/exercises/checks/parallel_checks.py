@@ -18,7 +18,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from snippets.exercises.grader import Case, Exercise, Grade
+from snippets.exercises.engine import Case, Exercise, Grade
 from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
 from snippets.parallel.data.ddp import DDP, accumulate, average_bucket
 from snippets.parallel.data.ddp_buckets import assign_buckets
@@ -517,156 +517,38 @@ def cross_entropy_mistakes(logits: torch.Tensor, targets: torch.Tensor, t: int):
 
 # --- the exercises -----------------------------------------------------------------
 
-DIST = "import torch\nimport torch.distributed as dist\n"
-
-EXERCISES = [
+CHECKS = [
     Exercise(
         name="ddp_bucket_hook",
-        title="a DDP bucket, averaged",
-        note="2026-12-01-ddp-by-hand",
         function=average_bucket,
         check=check_average_bucket,
-        solution="snippets/parallel/data/ddp.py:bucket",
-        signature=(
-            "def average_bucket(params: list[torch.Tensor], group=None) -> None:"
-        ),
-        doc=(
-            "One bucket of DDP: ``params`` are parameters whose ``.grad`` backward\n"
-            "has just written, each rank's from its own share of the batch. Make\n"
-            "every ``.grad`` the mean of that gradient over the ranks of ``group``,\n"
-            "in place, with one all-reduce for the whole bucket (its gradients\n"
-            "travel as one flat tensor). The parameters themselves stay as they are."
-        ),
-        hints=(
-            "torch.cat of the flattened gradients is one message; copy slices back",
-            "the mean is the sum ÷ p, and it is the gradient that is averaged",
-        ),
         world_sizes=(3, 2),
-        imports=DIST,
     ),
     Exercise(
         name="accumulate_loss_scale",
-        title="gradient accumulation under DDP",
-        note="2026-12-01-ddp-by-hand",
         function=accumulate,
         check=check_accumulate,
-        solution="snippets/parallel/data/ddp.py:accumulate",
-        signature="def accumulate(model, micro_batches: list[tuple]) -> None:",
-        doc=(
-            "Backward over this rank's k micro-batches (``(idx, targets)`` pairs of\n"
-            "equal size) as one step on all of them. ``model`` is a DDP-wrapped tiny\n"
-            "GPT: ``model(idx, targets)`` returns ``(logits, loss)``, the loss the\n"
-            "mean over the micro-batch, and each backward outside ``with\n"
-            "model.no_sync():`` averages the accumulated ``.grad`` over the ranks.\n"
-            "Afterwards each ``.grad`` is the gradient of the mean loss over every\n"
-            "rank's micro-batches, as one process on the whole batch computes it,\n"
-            "and the ranks have synced once."
-        ),
-        hints=(
-            "the whole batch's mean is the mean of the k micro-batch means",
-            "DDP averages over the ranks; the micro-batches are yours to average",
-        ),
         world_sizes=(3, 2),
-        imports="import torch\n",
     ),
     Exercise(
-        name="zero1_step",
-        title="a ZeRO-1 optimizer step",
-        note="2026-12-01-zero-by-hand",
-        function=zero1_step,
-        check=check_zero1,
-        solution="snippets/parallel/sharded/zero.py:optimizer",
-        doc=(
-            "One step of SGD with momentum (``torch.optim.SGD(lr=lr,\n"
-            "momentum=momentum)``) under ZeRO stage 1 over ``group``. ``params`` are\n"
-            "the full parameters, the same on every rank; each ``.grad`` is this\n"
-            "rank's own gradient (of its share of the batch, not yet averaged).\n"
-            "Afterwards every rank's parameters equal one process's step on the mean\n"
-            "gradient. ``state`` is a dict kept between steps (empty at the first):\n"
-            "it holds this rank's optimizer state, which is measured: the momentum\n"
-            "of this rank's shard only, at most ceil(n/p) values of a parameter of n\n"
-            "(a torch optimizer kept in it counts by its ``.state``)."
-        ),
-        hints=(
-            "rank r owns values [r·s, (r+1)·s) of each flattened parameter, s = ⌈n/p⌉",
-            "reduce-scatter (or all-reduce) the gradients, ÷ p once, step your shard",
-            "then all-gather the shards: every rank needs the whole parameter",
-        ),
-        world_sizes=(3, 2),
-        imports=DIST + "import torch.nn as nn\n",
+        name="zero1_step", function=zero1_step, check=check_zero1, world_sizes=(3, 2)
     ),
     Exercise(
         name="column_parallel",
-        title="a column-parallel Linear with Megatron's f",
-        note="2026-12-01-tensor-parallel",
         function=column_parallel,
         check=check_column_parallel,
-        solution="snippets/parallel/tensor/tensor_parallel.py:layers",
-        doc=(
-            "This rank's block of ``linear(x)``'s output features. ``x`` (…, k) is\n"
-            "the same on every rank; ``linear`` is the dense ``nn.Linear(k, n)``,\n"
-            "the same on every rank, and t = the group's size divides n. Keep only\n"
-            "this rank's block of the weight and bias (output features\n"
-            "[r·n/t, (r+1)·n/t)) and return (…, n/t). Megatron's f on x: identity\n"
-            "forward, all-reduce backward, so that x.grad is the dense layer's."
-        ),
-        hints=(
-            "f is a torch.autograd.Function: forward returns x, backward all-reduces",
-            "torch stores the weight as (out, in): output features are its rows",
-        ),
         world_sizes=(2, 3),
-        imports=DIST + "import torch.nn as nn\n",
     ),
     Exercise(
         name="row_parallel",
-        title="a row-parallel Linear with Megatron's g",
-        note="2026-12-01-tensor-parallel",
         function=row_parallel,
         check=check_row_parallel,
-        solution="snippets/parallel/tensor/tensor_parallel.py:layers",
-        doc=(
-            "The whole of ``linear(x_full)`` from this rank's block of its input\n"
-            "features: ``x`` (…, k/t) is block r of x_full's last dimension\n"
-            "(features [r·k/t, (r+1)·k/t)); ``linear`` is the dense\n"
-            "``nn.Linear(k, n)``, the same on every rank. Multiply by the matching\n"
-            "block of the weight, then Megatron's g (all-reduce forward, identity\n"
-            "backward) and the bias once: (…, n) on every rank, and x.grad the\n"
-            "dense layer's gradient's block r."
-        ),
-        hints=(
-            "g is a torch.autograd.Function: forward all-reduces, backward returns",
-            "input features are columns of torch's (out, in) weight",
-        ),
         world_sizes=(2, 3),
-        imports=DIST + "import torch.nn as nn\n",
     ),
     Exercise(
         name="vocab_parallel_cross_entropy",
-        title="the cross-entropy over a vocabulary cut in t",
-        note="2026-12-01-tensor-parallel",
         function=vocab_parallel_cross_entropy,
         check=check_vocab_cross_entropy,
-        solution="snippets/parallel/tensor/vocab_parallel.py:cross_entropy",
-        signature=(
-            "def vocab_parallel_cross_entropy(\n"
-            "    logits: torch.Tensor, targets: torch.Tensor, group=None\n"
-            ") -> torch.Tensor:"
-        ),
-        doc=(
-            "``F.cross_entropy`` (the mean over tokens of log Σ_v e^{z_v} − z_target)\n"
-            "of logits whose vocabulary is cut over the t ranks of ``group``.\n"
-            "``logits`` (…, V/t) is this rank's block, ids [r·V/t, (r+1)·V/t);\n"
-            "``targets`` (…) holds ids in 0..V-1, the same on every rank. Return the\n"
-            "loss, the same on every rank, with a backward that gives each rank its\n"
-            "block of the dense gradient. The logits are never gathered: each\n"
-            "collective moves one number per token. Logits may be large."
-        ),
-        hints=(
-            "three numbers per token from all ranks: the max, Σ e^(z−max), z_target",
-            "the target's logit lives on one rank; the others contribute zero",
-            "an all-reduce whose backward is the identity (Megatron's g) keeps grads",
-        ),
         world_sizes=(2, 3),
-        imports="import torch\nimport torch.distributed as dist\n",
     ),
 ]

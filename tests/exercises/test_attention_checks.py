@@ -35,3 +35,35 @@ def test_a_merge_that_never_returns_is_stopped_at_its_line(graded) -> None:
     assert code == 1, out
     assert "it ran past the 2 s timeout" in out
     assert "line 10, in merge: while not bool((m >= b.m).all()):" in out
+
+
+def test_a_flash_forward_that_keeps_every_tile_of_a_row_block_fails(graded) -> None:
+    """Exact, so only the memory contract catches it: a row block of 32 x 1024 scores
+    (8 bytes each, B = 2, H = 3) is 1,572,864 bytes, far past one 32 x 8 tile."""
+    code, out = graded("flash_forward", wrong("flash_forward_every_tile"))
+    assert code == 1, out
+    line = next(x for x in out.splitlines() if "FAIL" in x)
+    assert "N=32, M=1024, tiles 32x8" in line and "score tiles of 32x8" in line, out
+    held = int(line.split("it held ")[1].split(" bytes")[0])
+    assert held >= 2 * 3 * 32 * 1024 * 8, out
+
+
+def test_a_ring_attention_that_keeps_every_block_fails(graded) -> None:
+    """At p = 5 it holds p - 1 = 4 received blocks at once; the project's holds at most
+    three (two, and one a finished send's handle keeps)."""
+    code, out = graded(
+        "ring_attention_forward", wrong("ring_attention_forward_every_block"), "-n", "5"
+    )
+    assert code == 1, out
+    assert "it kept 4 blocks of received K and V alive at once" in out, out
+
+
+def test_a_one_process_exercise_that_raises_does_not_speak_of_ranks(
+    graded, tmp_path
+) -> None:
+    file = tmp_path / "mine.py"
+    file.write_text("def merge(a, b):\n    raise ValueError('not yet')\n")
+    code, out = graded("online_softmax_merge", file)
+    assert code == 1, out
+    assert "it raised ValueError: not yet" in out, out
+    assert "the check stopped there" in out and "rank" not in out, out

@@ -181,7 +181,8 @@ def build_parser() -> OneLineParser:
         type=positive_float,
         default=engine.DEFAULT_TIMEOUT_S,
         metavar="S",
-        help="a wait longer than this is a deadlock (default 20 s)",
+        help="a wait longer than this is a deadlock (default 20 s); a one-process "
+        "exercise gets 6 times this for all its cases",
     )
     p.set_defaults(fn=cmd_check)
     p = sub.add_parser("solution", help="print the project's solution, as the note")

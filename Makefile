@@ -64,7 +64,8 @@ test: install lint
 	@$(BIN)/python -m snippets run-all > .cache/run-all.log 2>&1 & runall=$$!; \
 	PYTHONPATH=$(CURDIR) $(BIN)/python tests/js/write_goldens.py && \
 	node --test tests/js/ && \
-	$(BIN)/python -m pytest --codeblocks -n $(TEST_JOBS) --dist loadfile; suite=$$?; \
+	$(BIN)/python -m pytest --codeblocks -n $(TEST_JOBS) --dist loadfile --durations=20; \
+	suite=$$?; \
 	wait $$runall; ran=$$?; cat .cache/run-all.log; \
 	test $$suite -eq 0 && test $$ran -eq 0
 

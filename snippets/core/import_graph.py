@@ -25,16 +25,27 @@ def module_path(dotted: str) -> Path:
     return base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
 
 
+def _type_checking(test: ast.expr) -> bool:
+    """``if TYPE_CHECKING:`` or ``if typing.TYPE_CHECKING:``."""
+    name = test.attr if isinstance(test, ast.Attribute) else getattr(test, "id", None)
+    return name == "TYPE_CHECKING"
+
+
 def local_imports(path: Path) -> set[Path]:
     """Files of the ``snippets`` modules this file imports, read from its syntax tree.
 
     Absolute (``from snippets.comm import plumbing``) and relative imports both count,
     at any depth (imports inside functions too); so does each package's ``__init__``.
+    Imports under ``if TYPE_CHECKING:`` do not: Python never runs them.
     """
     dotted = ".".join(path.resolve().relative_to(REPO_DIR).with_suffix("").parts)
     package = dotted.rsplit(".", 1)[0]
     targets: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and _type_checking(node.test):
+            node.body = []  # walked after this node: its imports are never run
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             targets |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):

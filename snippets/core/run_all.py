@@ -35,6 +35,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from snippets import render
 from snippets.core import registry, results
 from snippets.core.errors import UsageError
 from snippets.core.run_order import not_run_because, producers_first, run_in_order
@@ -179,7 +180,7 @@ def run_one(
         "hash": results.cache_key(entry.path, backend, results_dir, entry.spec.reads),
         "provenance": results.provenance(**{**seen, **own}),
     }
-    written = results.write(results_dir, entry.name, record)
+    written = render.write(results_dir, entry.name, record)
     for stale in set(placeholders(results_dir, entry.name)) - set(written):
         stale.unlink()
     return True, f"{record['seconds']:.1f} s"

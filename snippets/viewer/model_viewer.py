@@ -18,6 +18,7 @@ from __future__ import annotations
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from snippets.core import parts
 from snippets.core.claims import law
 from snippets.core.cli import main_entry
 from snippets.core.runtime import Spec, print0
@@ -25,7 +26,6 @@ from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
 from snippets.viewer.graph_export import export_graph
 from snippets.viewer.overlay_bytes import rank_bytes
 from snippets.viewer.parallel_overlay import Degrees, annotate
-from snippets.viewer.viewer_page import embed_html
 
 SPEC = Spec(summary="the tiny GPT as a graph to expand; export checked against hooks")
 EXAMPLE = Degrees(dp=2, tp=2, pp=2, cp=1, zero=1)  # the degrees of the note's table
@@ -114,7 +114,7 @@ def main() -> dict:
     print0(f"bytes per rank at dp={d.dp} tp={d.tp} pp={d.pp} ZeRO-{d.zero}:")
     for r in rows:
         print0(f"  stage {r['stage']}: {r['total']:,} model-state bytes")
-    return {"markdown": {"graph": embed_html(graph)}, "tables": {"ranks": rows}}
+    return {"parts": {"graph": parts.viewer(graph)}, "tables": {"ranks": rows}}
 
 
 if __name__ == "__main__":

@@ -143,6 +143,7 @@ def test_bad_input_is_one_line_exit_2(
 
 
 def test_diagram_is_written_as_a_results_part(tmp_path: Path) -> None:
+    from snippets import render
     from snippets.core import results as _results
 
     record = {
@@ -151,7 +152,7 @@ def test_diagram_is_written_as_a_results_part(tmp_path: Path) -> None:
         "result": main(),
         "provenance": _results.provenance("none", 1, device="cpu"),
     }
-    _results.write(tmp_path, "topology", record)
+    render.write(tmp_path, "topology", record)
     assert not (tmp_path / "topology.diagram.md").exists()  # the chart draws it
     rows = [  # the rendered table, row by row, back to cells
         [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line)[1:-1]]

@@ -24,9 +24,9 @@ from snippets.comm import plumbing
 from snippets.comm.messages import recv, send, wait_all
 from snippets.comm.plumbing import begin, combine_, end
 from snippets.comm.trace_frames import record_allreduce
+from snippets.core import parts
 from snippets.core.claims import law
 from snippets.core.cli import main_entry
-from snippets.core.player import player_html
 from snippets.core.runtime import Spec, device, print0
 
 SPEC = Spec(
@@ -120,7 +120,7 @@ def main(numel: int = 200_003) -> dict:
     print0(f"  a ring           {ring:,} per rank")
     titles = {"root": "via a root", "everyone": "everyone to everyone"}
     players = {
-        f"animation_{v}": player_html(
+        f"animation_{v}": parts.player(
             record_allreduce(
                 naive_allreduce, f"Naive all-reduce {titles[v]}, {p} ranks", variant=v
             )
@@ -128,7 +128,7 @@ def main(numel: int = 200_003) -> dict:
         for v in VARIANTS
     }
     print0("animations of both: last frame == dist.all_reduce")
-    return {"tables": {"bytes": rows}, "markdown": players, "world_size": p}
+    return {"tables": {"bytes": rows}, "parts": players, "world_size": p}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

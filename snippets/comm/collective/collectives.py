@@ -32,9 +32,9 @@ from snippets.comm.collective.symmetric_collectives import (
     barrier,
     reduce_scatter,
 )
+from snippets.core import parts
 from snippets.core.claims import law
 from snippets.core.cli import main_entry
-from snippets.core.player import player_html
 from snippets.core.runtime import Spec, device, print0
 
 __all__ = [
@@ -192,7 +192,7 @@ def main() -> dict:
     print0(f"animated, in {steps} steps: last frame == the run's and torch's ✓")
     return {
         "tables": {"schedules": table},
-        "markdown": {f"animation_{c}": player_html(a) for c, a in anims.items()},
+        "parts": {f"animation_{c}": parts.player(a) for c, a in anims.items()},
         "world_size": p,
     }
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Literal, TypedDict
 
+from snippets.core.runtime import print0
+
 Kind = Literal["player", "viewer", "predict", "sizing"]
 
 
@@ -47,3 +49,17 @@ def prediction(
 def sizing(config: dict) -> Part:
     """The sizing calculator's configuration: presets, defaults, the CLI's options."""
     return {"kind": "sizing", "data": config}
+
+
+class Excerpt:
+    """Printed lines a note shows, kept as they are printed: ``said(line)`` prints on
+    rank 0 (``print0``) and keeps the line; a ``main()`` returns them under
+    ``"excerpts"`` (``{"summary": said.lines}``), rendered as the run's output block,
+    so a note names the part and never counts lines of the output."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def __call__(self, line: str) -> None:
+        print0(line)
+        self.lines.append(line)

@@ -79,6 +79,10 @@ def test_without_a_file_it_reads_the_machine_then_the_sample() -> None:
     assert out["tables"]["tp_groups"][1]["groups"] == "0,1,2,3 | 4,5,6,7"
     if shutil.which("nvidia-smi") is None:
         assert out["machine"] is None
+    said = out["excerpts"]["summary"]  # the note's excerpt: machine, sample, rings
+    assert said[0].startswith("this machine:") and said[1] == ""
+    assert said[-2].lstrip().startswith("best ring: GPU 0 →")
+    assert not [line for line in said if "TP=" in line]  # a table in the note
 
 
 def fake_nvidia_smi(folder: Path, matrix: Path) -> Path:

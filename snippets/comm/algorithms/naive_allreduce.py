@@ -27,6 +27,7 @@ from snippets.comm.trace_frames import record_allreduce
 from snippets.core import parts
 from snippets.core.claims import law
 from snippets.core.cli import main_entry
+from snippets.core.parts import Excerpt
 from snippets.core.runtime import Spec, device, print0
 
 SPEC = Spec(
@@ -112,8 +113,9 @@ def main(numel: int = 200_003) -> dict:
         }
         for r in range(p)
     ]
-    print0(f"{p} ranks, {numel:,} float64: both naive all-reduces == dist.all_reduce")
-    print0(f"  for {', '.join(plumbing.REDUCE_OPS)}")
+    said = Excerpt()  # what the note shows: both variants checked, and animated
+    said(f"{p} ranks, {numel:,} float64: both naive all-reduces == dist.all_reduce")
+    said(f"  for {', '.join(plumbing.REDUCE_OPS)}")
     print0(f"bytes each rank sends for a {nbytes:,}-byte vector:")
     print0(f"  root variant     {sent['root']}")
     print0(f"  everyone variant {sent['everyone']}")
@@ -127,8 +129,13 @@ def main(numel: int = 200_003) -> dict:
         )
         for v in VARIANTS
     }
-    print0("animations of both: last frame == dist.all_reduce")
-    return {"tables": {"bytes": rows}, "parts": players, "world_size": p}
+    said("animations of both: last frame == dist.all_reduce")
+    return {
+        "tables": {"bytes": rows},
+        "excerpts": {"summary": said.lines},
+        "parts": players,
+        "world_size": p,
+    }
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 
 import tinycss2  # nbconvert's own dependency (bleach[css]): there wherever it is
+from page_assets import KINDS
 
 NOTEBOOK = "jupyter-wrapper"
 
@@ -159,16 +160,17 @@ def slim_styles(output: str) -> str:
     return STYLE.sub(block, output)
 
 
+PROVENANCE = KINDS["provenance"]  # the marker snippets/render writes a run's line with
 NOT_RECORDED = (
-    '<p class="cp-provenance">When and where this notebook ran is not recorded in its'
-    " outputs.</p>"
+    f"{PROVENANCE.marker}>When and where this notebook ran is not recorded in its"
+    f" outputs.</{PROVENANCE.tag}>"
 )
 
 
 def notebook_provenance(output: str) -> str:
     """The notebook page with its run's own provenance line (an output of its setup
     cells), or with a line that says it has none."""
-    if 'class="cp-provenance"' in output:
+    if PROVENANCE.marker in output:
         return output
     wrapper = '<div class="jupyter-wrapper">'
     return output.replace(wrapper, NOT_RECORDED + wrapper, 1)

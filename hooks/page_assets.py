@@ -1,27 +1,38 @@
-"""What a page loads, decided by what it holds: the one table.
+"""What a page loads, decided by what it holds.
 
 Each row names a marker (text the built page holds, or a pattern it matches) and the
 scripts and stylesheets a page with that marker needs, paths under the site's root
 in load order. ``hooks/pages.py`` puts exactly these into each page, and nothing
 else: a page without a chart loads no Vega (about 840 kB), one without math no KaTeX
 stylesheet. Math and diagrams need no script: ``hooks/typeset.py`` typesets math at
-build time, and the notes draw their diagrams as inline SVG. The standalone model
-viewer (``snippets/viewer/viewer_page.py``) reads its scripts from the same row.
+build time, and the notes draw their diagrams as inline SVG.
 
-The markers are the contract with what writes the figures: ``snippets.core.results``
-(charts), ``snippets.core.player`` (players), ``snippets.viewer.viewer_page``
-(model viewers), ``snippets.sizing.sizing_widget`` (the calculator),
-``snippets.exercises.predictions`` (prediction questions), and KaTeX's HTML, which
-``hooks/typeset.py`` writes for arithmatex's spans and for the ``$…$`` of notebook
-Markdown cells.
+The rows of the figures come from the one table of kinds, ``snippets/render/kinds.py``,
+whose markers the renderer (``snippets/render``) writes; the row here is KaTeX's HTML,
+which ``hooks/typeset.py`` writes for arithmatex's spans and for the ``$…$`` of
+notebook Markdown cells.
 
-Standard library only: the viewer's CLI reads it without mkdocs installed.
+Standard library only, and so is the table it reads (by path, not importing
+``snippets``, which would import torch).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import sys
+from pathlib import Path
 from typing import NamedTuple
+
+KINDS_FILE = Path(__file__).resolve().parents[1] / "snippets" / "render" / "kinds.py"
+
+
+def _kinds():
+    spec = importlib.util.spec_from_file_location("cp_render_kinds", KINDS_FILE)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # NamedTuple looks its module up while it builds
+    spec.loader.exec_module(module)
+    return module.KINDS
 
 
 class Needs(NamedTuple):
@@ -29,63 +40,14 @@ class Needs(NamedTuple):
     styles: tuple[str, ...] = ()
 
 
-DOM = "assets/javascripts/dom.js"  # the DOM builders the player and the viewer share
-FORMULAS = "assets/sizing/formulas.js"  # the calculator's; the viewer's bytes too
-
+KINDS = _kinds()
 ASSETS: tuple[tuple[str | re.Pattern, Needs], ...] = (
     # math typeset at build time (hooks/typeset.py): KaTeX's stylesheet, no script
     ('<span class="katex">', Needs(styles=("assets/vendor/katex/katex.min.css",))),
-    (
-        '<figure class="cp-chart">',
-        # vega-lite and vega-embed read the globals the scripts before them set
-        Needs(
-            scripts=(
-                "assets/vendor/vega/vega.min.js",
-                "assets/vendor/vega/vega-lite.min.js",
-                "assets/vendor/vega/vega-embed.min.js",
-                "assets/javascripts/charts.js",
-            )
-        ),
-    ),
-    (
-        '<figure class="cp-viewer">',
-        Needs(
-            scripts=(
-                "assets/vendor/dagre/dagre.min.js",
-                DOM,
-                FORMULAS,
-                "assets/viewer/overlay.js",
-                "assets/viewer/viewer.js",
-            ),
-            styles=("assets/viewer/viewer.css",),
-        ),
-    ),
-    (
-        '<figure class="cp-sizing"',  # the calculator's figure carries an id
-        Needs(
-            scripts=(
-                FORMULAS,
-                "assets/sizing/estimate.js",
-                "assets/sizing/cli.js",
-                "assets/sizing/render.js",
-                "assets/sizing/widget.js",
-            ),
-            styles=("assets/sizing/sizing.css",),
-        ),
-    ),
-    (
-        '<figure class="cp-player">',
-        Needs(
-            scripts=(DOM, "assets/player/player.js"),
-            styles=("assets/player/player.css",),
-        ),
-    ),
-    (
-        '<form class="cp-predict"',  # snippets.exercises.predictions
-        Needs(
-            scripts=("assets/predict/predict.js",),
-            styles=("assets/predict/predict.css",),
-        ),
+    *(
+        (kind.marker, Needs(kind.scripts, kind.styles))
+        for kind in KINDS.values()
+        if kind.scripts or kind.styles
     ),
 )
 

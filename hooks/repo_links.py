@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from page_assets import KINDS
+
 log = logging.getLogger("mkdocs.hooks.repo_links")
 
 
@@ -105,8 +107,10 @@ def linkify(output: str, repo_url: str, ref: str = "HEAD") -> str:
         href = file_at.format(ref=ref, path=m.group(1))
         return f'<span class="filename"><a href="{href}">{m.group(1)}</a></span>'
 
+    line = KINDS["provenance"]  # the run's line under a result: its commit links
     output = re.sub(
-        r'(<p class="cp-provenance">[^<]*?commit )([0-9a-f]{7,40})([^<]*</p>)',
+        rf"({re.escape(line.marker)}>[^<]*?commit )([0-9a-f]{{7,40}})"
+        rf"([^<]*</{line.tag}>)",
         commit,
         output,
     )

@@ -54,6 +54,7 @@ from snippets.core.charts import line_chart
 from snippets.core.claims import TIED, law
 from snippets.core.cli import OneLineParser, guarded, main_entry, positive_int
 from snippets.core.measure import peak_memory_bytes
+from snippets.core.parts import Excerpt
 from snippets.core.runtime import Spec, UsageError, print0
 from snippets.core.timing import Clock, interleave, record, spread
 
@@ -552,9 +553,10 @@ def main() -> dict:
     threads = torch.get_num_threads()
     # on a shared, busy CPU one thread gives steady ratios; many threads, noise
     torch.set_num_threads(1)
+    said = Excerpt()  # what the note shows: what ran, and how it was timed
     try:
-        print0(f"attention fwd+bwd, B=1 H=1 d=64 fp32 on {dev.type} (1 thread),")
-        print0(f"median of {ROUNDS}; each checked against SDPA first")
+        said(f"attention fwd+bwd, B=1 H=1 d=64 fp32 on {dev.type} (1 thread),")
+        said(f"median of {ROUNDS}; each checked against SDPA first")
         print0(HEADER)
         records = sweep(
             seq_lens, impls, device=dev, emit=lambda r: print0(format_row(r))
@@ -600,7 +602,7 @@ def main() -> dict:
         print0(unread)
     figures = _figures(records, list(impls), where, unread)
     return {"records": records, "tables": {"sweep": table}, "figures": figures,
-            "not_measured": unread}  # fmt: skip
+            "excerpts": {"summary": said.lines}, "not_measured": unread}  # fmt: skip
 
 
 if __name__ == "__main__":

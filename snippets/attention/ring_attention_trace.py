@@ -23,9 +23,10 @@ from snippets.attention.online_softmax import merge_outputs
 from snippets.attention.ring_attention import ring_forward
 from snippets.attention.ring_pass import finish_pass, start_pass
 from snippets.attention.zigzag_layout import visible_block
+from snippets.core import parts
 from snippets.core.claims import law
 from snippets.core.cli import main_entry
-from snippets.core.player import check_animation, player_data, player_html
+from snippets.core.player import check_animation, player_data
 from snippets.core.runtime import Spec, device, print0
 
 SPEC = Spec(
@@ -144,7 +145,7 @@ def main() -> dict:
     print0(f"ring attention on {p} ranks, {p} steps: the traced loop == ring_forward")
     print0(f"  every rank merged blocks 0–{p - 1}; first-query ℓ per rank {ells}")
     print0("  == torch.logsumexp over the whole sequence ✓")
-    return {"markdown": {"animation": player_html(anim)}, "world_size": p}
+    return {"parts": {"animation": parts.player(anim)}, "world_size": p}
 
 
 if __name__ == "__main__":

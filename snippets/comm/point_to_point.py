@@ -23,9 +23,9 @@ import torch.distributed as dist
 
 from snippets.comm.messages import note_send
 from snippets.comm.swap_frames import one_line, record_stopped, record_swap
+from snippets.core import parts
 from snippets.core.claims import law
 from snippets.core.cli import main_entry, positive_float
-from snippets.core.player import player_html
 from snippets.core.runtime import Spec, device, print0, start_apart
 
 THIS = "snippets.comm.point_to_point"  # its name even when run as __main__
@@ -220,9 +220,9 @@ def main(deadlock_timeout: float = 3.0) -> dict:
         print0(f"    {one_line(stuck['error'], 84)}")
     return {
         "tables": {"exchanges": rows},
-        "markdown": {
-            "deadlock": player_html(stuck) if me == 0 else "",
-            "swap": player_html(fixed),
+        "parts": {  # rank 0's are kept: its deadlock trace
+            "deadlock": parts.player(stuck),
+            "swap": parts.player(fixed),
         },
         "deadlocked": blocked,
         "deadlock_seconds": [e["seconds"] for e in everyone[:2]],

@@ -18,6 +18,7 @@ import torch.distributed as dist
 
 from snippets.core.claims import law
 from snippets.core.cli import main_entry
+from snippets.core.parts import Excerpt
 from snippets.core.runtime import Spec, device, print0
 
 SPEC = Spec(
@@ -88,8 +89,9 @@ def main() -> dict:
 
     rows: list = [None] * p
     dist.all_gather_object(rows, me)  # rank 0 collects everyone's view for the table
-    print0(f"world: {p} ranks, backend {me['backend']}")
-    print0(f"  all_reduce(rank) = {total:g} = p(p-1)/2 ✓")
+    said = Excerpt()  # what the note shows: the world, its sum, the hosts
+    said(f"world: {p} ranks, backend {me['backend']}")
+    said(f"  all_reduce(rank) = {total:g} = p(p-1)/2 ✓")
     for row in rows:
         print0(
             f"  rank {row['rank']} (local {row['local_rank']}, {row['device']}): "
@@ -97,8 +99,13 @@ def main() -> dict:
             f"group sum {row['group_sum']:g} ✓"
         )
     hosts = sorted({row["host"] for row in rows})
-    print0(f"hosts: {', '.join(hosts)}"[:88])
-    return {"tables": {"ranks": rows}, "world_size": p, "world_sum": total}
+    said(f"hosts: {', '.join(hosts)}"[:88])
+    return {
+        "tables": {"ranks": rows},
+        "excerpts": {"summary": said.lines},
+        "world_size": p,
+        "world_sum": total,
+    }
 
 
 if __name__ == "__main__":

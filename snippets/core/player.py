@@ -2,8 +2,9 @@
 messages as arrows between them (``docs/assets/player/player.js`` draws it).
 
 A snippet records what ran and turns it into frames; this module holds what every
-animation shares: its data, the check that it agrees with the run, and the HTML a note
-includes. The data, as the player reads it::
+animation shares: its data and the check that it agrees with the run. A snippet returns
+it as a part, ``snippets.core.parts.player(trace)``; ``snippets.render`` writes the
+figure a note includes. The data, as the player reads it::
 
     {"title": str, "ranks": p, "numel": cells per rank,
      "colors": [one per rank, the house palette], "slots": [a name per column]?,
@@ -23,9 +24,6 @@ cell's value is the sum of the inputs it names unless the frame records ``values
 """
 
 from __future__ import annotations
-
-import html
-import json
 
 from snippets.core.chart_style import PALETTE
 from snippets.core.claims import LawBroken
@@ -96,16 +94,3 @@ def check_animation(anim: dict, expected: list[list[float]]) -> None:
                 f"{anim['title']}: last frame ≠ {what} ({len(bad)} elements; rank {r} "
                 f"element {i}: drawn {got}, recorded {w})"
             )
-
-
-def player_html(anim: dict) -> str:
-    """The figure a note includes: the animation inline as JSON (works from file://
-    too), drawn by the player; one HTML block, so no blank line."""
-    inline = json.dumps(anim, ensure_ascii=False, separators=(",", ":"))
-    inline = inline.replace("</", "<\\/")  # "</" would end the script element
-    return (
-        '<figure class="cp-player">\n'
-        f'<script type="application/json" class="cp-player__trace">{inline}</script>\n'
-        f"<figcaption>{html.escape(anim['title'])}</figcaption>\n"
-        "</figure>\n"
-    )

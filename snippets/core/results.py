@@ -5,13 +5,16 @@ What a snippet's ``main()`` may return (rank 0's value is the one kept)::
     {"tables": {"<table>": [{"column": value, ...}, ...]},  # results/<name>.<table>.md
      "figures": {"<figure>": vega_lite_spec},  # <name>.<figure>.vl.json and .md
      "markdown": {"<part>": "any Markdown, e.g. a mermaid fence"},  # <name>.<part>.md
+     "parts": {"<part>": snippets.core.parts.player(trace)},  # <name>.<part>.md
+     "excerpts": {"<part>": ["printed lines a note shows"]},  # <name>.<part>.md
      "provenance": {"backend": "gloo", "world_size": 2},  # if main() starts ranks
      ...anything else JSON can hold...}
 
 ``run-all`` adds what it saw: the command, its printed output, the provenance (device,
 backend, world size, torch, commit, UTC time) and a hash of the code it ran, and writes
-``results/<name>.json`` plus ``results/<name>.md`` (the output and a provenance line)
-for the notes to include. A snippet that reads another's results declares it
+``results/<name>.json`` plus its renderings for the notes to include:
+``snippets.render`` writes them (tables, charts, parts, each with a provenance line);
+nothing here writes HTML. A snippet that reads another's results declares it
 (``SPEC.reads``), finds that file in :func:`results_folder` (run-all's ``--results``),
 and that file's bytes are part of its :func:`cache_key`. A figure's spec comes from
 ``snippets.core.charts``.
@@ -19,11 +22,8 @@ and that file's bytes are part of its :func:`cache_key`. A figure's spec comes f
 
 from __future__ import annotations
 
-import csv
 import datetime
 import hashlib
-import html
-import io
 import json
 import os
 import platform
@@ -93,9 +93,11 @@ def code_hash(path: Path, extra: str) -> str:
     """Hash of the module, every snippets file it imports (transitively), and ``extra``.
 
     The import graph is read from the code itself, so a change to a building block
-    (the point-to-point plumbing, the runtime) reruns every snippet built on it.
+    (the point-to-point plumbing, the runtime) reruns every snippet built on it, and
+    a change to the renderer rewrites every result.
     """
-    files = import_closure(path) | {Path(__file__).resolve()}
+    render = Path(__file__).resolve().parents[1] / "render"
+    files = import_closure(path) | {Path(__file__).resolve(), *render.glob("*.py")}
     h = hashlib.sha256(extra.encode())
     for p in sorted(files):
         h.update(str(p.relative_to(REPO_DIR)).encode() + b"\0" + p.read_bytes())
@@ -134,132 +136,11 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _cell_html(v: Any) -> str:
-    return html.escape(f"{v:.4g}" if isinstance(v, float) else str(v))
-
-
-def _csv_type(values: list[Any]) -> str | None:
-    """The Vega parse type a column's values all share (None: no CSV can carry them).
-    Empty strings are left out: CSV reads an empty field back as null."""
-    kinds = {type(v) for v in values if v is not None}
-    if kinds <= {bool}:
-        return "boolean"
-    if kinds <= {int, float}:
-        return "number"
-    if kinds <= {str} and "" not in values:
-        return "string"
-    return None
-
-
-def as_csv(data: dict[str, Any]) -> dict[str, Any]:
-    """Inline data of flat rows as Vega's CSV with a type per column: the same values
-    in a third of the bytes (no key repeated on every row). Data it cannot carry as it
-    is (nested values, dotted names, mixed types, a format already given) is
-    returned as it came."""
-    rows = data.get("values")
-    if not isinstance(rows, list) or not rows or "format" in data:
-        return data
-    if not all(isinstance(r, dict) for r in rows):
-        return data
-    names = list(dict.fromkeys(k for r in rows for k in r))
-    if any(set(k) & set('.[]\\"') for k in names):
-        return data
-    parse = {k: _csv_type([r.get(k) for r in rows]) for k in names}
-    if None in parse.values():
-        return data
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(names)
-    for r in rows:
-        writer.writerow(
-            "" if r.get(k) is None else str(r[k]).lower() if isinstance(r[k], bool)
-            else r[k] for k in names
-        )  # fmt: skip
-    return {**data, "values": out.getvalue(), "format": {"type": "csv", "parse": parse}}
-
-
-def chart_html(spec: dict[str, Any]) -> str:
-    """A chart for the page: the Vega-Lite spec inline (the page's script draws it), a
-    caption, and the data as a table for readers who cannot see the chart.
-
-    The table is ``usermeta.rows`` where the spec gives them (a chart of many spans
-    tabled by what they sum to), else the chart's rows; ``usermeta.columns`` names
-    its columns. The inline spec carries its rows as CSV (:func:`as_csv`).
-    It has no blank line, since a blank line would end the HTML block in Markdown."""
-    if not isinstance(spec, dict):
-        raise TypeError(f"a figure is a Vega-Lite spec (dict), not {type(spec)}")
-    title = spec.get("title", "")
-    title = " ".join(title) if isinstance(title, list) else str(title)
-    caption = html.escape(spec.get("description") or title)
-    meta = spec.get("usermeta", {})
-    columns = meta.get("columns", {})
-    rows = meta.get("rows") or spec.get("data", {}).get("values", [])
-    columns = columns or dict.fromkeys(k for row in rows for k in row)
-    head = "".join(f"<th>{html.escape(t or k)}</th>" for k, t in columns.items())
-    body = "".join(
-        "<tr>"
-        + "".join(f"<td>{_cell_html(row.get(k, ''))}</td>" for k in columns)
-        + "</tr>"
-        for row in rows
-    )
-    page = dict(spec)
-    if "rows" in meta:  # the table has them; the script does not need them
-        page["usermeta"] = {k: v for k, v in meta.items() if k != "rows"}
-    if isinstance(spec.get("data"), dict):
-        page["data"] = as_csv(spec["data"])
-    # "</" would end the script element early; JSON allows the escaped "<\/".
-    inline = json.dumps(page, ensure_ascii=False).replace("</", "<\\/")
-    return (
-        '<figure class="cp-chart">\n'
-        '<div class="cp-chart__view"></div>\n'
-        f'<script type="application/json" class="cp-chart__spec">{inline}</script>\n'
-        f"<figcaption>{caption}</figcaption>\n"
-        '<details class="cp-chart__data" data-search-exclude="chart data">'
-        "<summary>The numbers</summary>\n"
-        f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>\n"
-        "</details>\n"
-        "</figure>\n"
-    )
-
-
 def admonition(kind: str, title: str, text: str) -> str:
     """A Markdown admonition box (``!!! kind "title"``) around ``text``, for a
     sentence a snippet renders from its own run, such as what ran and where."""
     body = textwrap.fill(" ".join(text.split()), 84, break_on_hyphens=False)
     return f'!!! {kind} "{title}"\n' + textwrap.indent(body, "    ") + "\n"
-
-
-def provenance_line(p: dict[str, Any]) -> str:
-    ranks = f"{p['world_size']} rank{'s' if p['world_size'] != 1 else ''}"
-    text = (
-        f"Last run: {p['device']} · {p['backend']} · {ranks} · torch {p['torch']} · "
-        f"commit {p['commit']} · {p['utc'].replace('T', ' ').replace('Z', ' UTC')}"
-    )
-    return f'<p class="cp-provenance">{html.escape(text)}</p>\n'
-
-
-def write(results_dir: Path, name: str, record: dict[str, Any]) -> list[Path]:
-    """Write one snippet's record and its renderings; return the files written."""
-    results_dir.mkdir(parents=True, exist_ok=True)
-    value = record.get("result") if isinstance(record.get("result"), dict) else {}
-    prov = provenance_line(record["provenance"])
-    files: dict[str, str] = {}
-    command, output = record["command"], record["output"].rstrip()
-    files[f"{name}.md"] = f'```text title="$ {command}"\n{output}\n```\n\n{prov}'
-    for table, rows in value.get("tables", {}).items():
-        files[f"{name}.{table}.md"] = markdown_table(rows) + "\n" + prov
-    for figure, spec in value.get("figures", {}).items():
-        files[f"{name}.{figure}.vl.json"] = json.dumps(spec, indent=2) + "\n"
-        files[f"{name}.{figure}.md"] = chart_html(spec) + "\n" + prov
-    for part, text in value.get("markdown", {}).items():
-        files[f"{name}.{part}.md"] = f"{text.rstrip()}\n\n{prov}"
-    files[f"{name}.json"] = json.dumps(record, indent=2, default=str) + "\n"
-    written = []
-    for filename, text in files.items():
-        path = results_dir / filename
-        path.write_text(text, encoding="utf-8")
-        written.append(path)
-    return written
 
 
 def read(results_dir: Path, name: str) -> dict[str, Any] | None:

@@ -39,6 +39,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from snippets import render
 from snippets.core import registry, results
 from snippets.core.errors import UsageError
 from snippets.core.run_order import not_run_because, producers_first, run_in_order
@@ -128,7 +129,7 @@ def command_for(entry: registry.Entry) -> str:
 
 def included_parts(name: str) -> list[str]:
     """The files of ``results/`` named for this snippet that the notes include
-    (``--8<-- "results/NAME.part.md:1:3"``), by file name, each once."""
+    (``--8<-- "results/NAME.part.md"``), by file name, each once."""
     pattern = re.compile(rf"""--8<--\s+["']results/({re.escape(name)}\.[^"':]+)""")
     docs = registry.DOCS_DIR
     notes = sorted(docs.rglob("*.md")) if docs.is_dir() else []
@@ -149,16 +150,15 @@ def placeholders(results_dir: Path, name: str) -> list[Path]:
 
 
 def placeholder_text(entry: registry.Entry, why: str) -> str:
-    """What a note shows where a snippet's result would be. Notes include some
-    results by lines counted from either end (``:1:2,-6:-4``): the title alone says
-    what happened, and the blank lines after the box keep it inside any such range."""
+    """What a note shows where a snippet's result would be: a box whose title alone
+    says what happened, then the marker that tells it from a good run's file."""
     tick = "`" * (max(map(len, re.findall("`+", why)), default=0) + 1)
     box = results.admonition(
         "failure",
         f"{entry.name} did not run on this machine",
         f"Run `{command_for(entry)}` to see why. run-all reported: {tick} {why} {tick}",
     )
-    return f"{box}\n{PLACEHOLDER}\n" + "\n" * 8
+    return f"{box}\n{PLACEHOLDER}\n"
 
 
 def write_placeholders(
@@ -202,7 +202,7 @@ def run_one(
         "hash": results.cache_key(entry.path, backend, results_dir, entry.spec.reads),
         "provenance": results.provenance(**{**seen, **own}),
     }
-    written = results.write(results_dir, entry.name, record)
+    written = render.write(results_dir, entry.name, record)
     for stale in set(placeholders(results_dir, entry.name)) - set(written):
         stale.unlink()
     return True, f"{record['seconds']:.1f} s"

@@ -2,20 +2,22 @@
 
 Each question names the module that answers it and computes its answer there, when
 ``run-all`` runs this file: nothing a note shows as an answer is typed into Markdown.
-``main`` writes one ``results/predictions.<id>.md`` per question, a small form the note
-includes where the question belongs (``docs/assets/javascripts/predict.js`` reveals the
-answer and says how close the reader's guess was; without scripts, the answer sits in
-a ``<details>`` the reader opens).
+``main`` returns one question per id (a part of kind ``predict``); run-all renders each
+as ``results/predictions.<id>.md``, a small form the note includes where the question
+belongs (``docs/assets/predict/predict.js`` reveals the answer and says how close the
+reader's guess was; without scripts, the answer sits in a ``<details>`` the reader
+opens).
 
     python -m snippets run predictions
 """
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass
 from typing import Callable
 
+from snippets.core import parts
+from snippets.core.parts import Part
 from snippets.core.runtime import Spec, print0
 from snippets.parallel.pipeline.pipeline_formulas import bubble_formula
 from snippets.sizing.cost_formulas import naive_root_cost, ring_cost
@@ -96,25 +98,9 @@ PREDICTIONS = (
 )
 
 
-def widget(p: Prediction, answer: float) -> str:
-    """The form a note includes: the question, a field, and the answer to reveal."""
-    field = f"cp-predict-{p.id}"
-    shown = f"{answer:,.0f}" if answer >= 100 else f"{answer:.4g}"
-    return (
-        f'<form class="cp-predict" data-answer="{answer!r}" '
-        f'aria-labelledby="{field}-q">\n'
-        f'<p id="{field}-q"><strong>Predict.</strong> {html.escape(p.question)}</p>\n'
-        f'<label for="{field}">Your answer ({p.unit})</label>\n'
-        f'<input id="{field}" name="guess" type="text" inputmode="decimal" '
-        f'autocomplete="off">\n'
-        f'<button type="submit">Commit and reveal</button>\n'
-        f'<p class="cp-predict-prompt" aria-live="polite"></p>\n'
-        f'<details class="cp-predict-answer">\n<summary>Answer</summary>\n'
-        f"<p><strong>{shown} {p.unit}</strong>. {html.escape(p.why(answer))} "
-        f"<small>Computed by {html.escape(p.source)}.</small></p>\n"
-        f'<p class="cp-predict-verdict" aria-live="polite"></p>\n'
-        f"</details>\n</form>\n"
-    )
+def question(p: Prediction, answer: float) -> Part:
+    """The question a note includes, with its answer and how it comes out."""
+    return parts.prediction(p.id, p.question, p.unit, answer, p.why(answer), p.source)
 
 
 def main() -> dict:
@@ -123,7 +109,7 @@ def main() -> dict:
         print0(f"{p.id}: {answers[p.id]:.6g} {p.unit}  ({p.source})")
     return {
         "answers": answers,
-        "markdown": {p.id: widget(p, answers[p.id]) for p in PREDICTIONS},
+        "parts": {p.id: question(p, answers[p.id]) for p in PREDICTIONS},
     }
 
 

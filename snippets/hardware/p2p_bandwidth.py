@@ -24,6 +24,7 @@ from snippets.core.charts import heatmap
 from snippets.core.claims import Spread, law
 from snippets.core.cli import main_entry, positive_float, positive_int
 from snippets.core.measure import time_it, time_samples
+from snippets.core.parts import Excerpt
 from snippets.core.results import admonition
 from snippets.core.runtime import Spec, describe_device, device, print0
 
@@ -191,7 +192,8 @@ def main(size_mib: float | None = None, iters: int = 5) -> dict:
         ]
     labels = [f"rank {r}" for r in range(p)]
     mib = numel * 4 / 2**20
-    print0(f"{p} ranks, {transport}, {mib:g} MiB messages, median of {iters}:")
+    said = Excerpt()  # what the note shows: the run, the range over pairs, the check
+    said(f"{p} ranks, {transport}, {mib:g} MiB messages, median of {iters}:")
     print0("  GB/s      " + " ".join(f"{'→' + str(j):>8}" for j in range(p)))
     for i in range(p):
         print0(
@@ -207,11 +209,11 @@ def main(size_mib: float | None = None, iters: int = 5) -> dict:
     for c in copies if torch.cuda.is_available() else []:
         print0(f"  copy_ {c['from']} → {c['to']}: {c['GB/s']:.1f} GB/s")
     pairs = [(bw[i][j], lat[i][j]) for i in range(p) for j in range(p) if i != j]
-    print0(
+    said(
         f"across pairs: {min(b for b, _ in pairs):.3g}–{max(b for b, _ in pairs):.3g}"
         f" GB/s, {min(t for _, t in pairs):.0f}–{max(t for _, t in pairs):.0f} µs"
     )
-    print0("every payload arrived intact ✓")
+    said("every payload arrived intact ✓")
     backend = dist.get_backend()
     return {
         "markdown": {
@@ -220,6 +222,7 @@ def main(size_mib: float | None = None, iters: int = 5) -> dict:
             )
         },
         "tables": {"pairs": rows, "device_copy": copies},
+        "excerpts": {"summary": said.lines},
         "figures": {
             "bandwidth": heatmap(
                 bw,

@@ -18,10 +18,12 @@ import itertools
 import shutil
 import subprocess
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 
 from snippets.core.claims import law
 from snippets.core.cli import main_entry, positive_int
+from snippets.core.parts import Excerpt
 from snippets.core.runtime import Spec, UsageError, print0
 from snippets.hardware.topology_diagram import graph
 from snippets.hardware.topology_legend import closeness, link_kind
@@ -81,10 +83,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def say(text: str, indent: str = "") -> None:
-    """Print wrapped to the width of a note's code block."""
+def say(text: str, indent: str = "", out: Callable[[str], None] = print0) -> None:
+    """Print wrapped to the width of a note's code block (with ``out``: an
+    ``Excerpt`` keeps what it prints)."""
     more = indent + "    "
-    print0(textwrap.fill(text, WIDTH, initial_indent=indent, subsequent_indent=more))
+    out(textwrap.fill(text, WIDTH, initial_indent=indent, subsequent_indent=more))
 
 
 def guess_generations(topo: Topology) -> tuple[int, int]:
@@ -136,11 +139,17 @@ def nearest_nics(topo: Topology, gpu: str) -> str:
     )
 
 
-def explain(topo: Topology, source: str, gens: tuple[int | None, int | None]) -> dict:
-    """Print what the matrix says and return it as data: pairs, affinity, ring, TP."""
+def explain(
+    topo: Topology,
+    source: str,
+    gens: tuple[int | None, int | None],
+    out: Callable[[str], None] = print0,
+) -> dict:
+    """Print what the matrix says and return it as data: pairs, affinity, ring, TP
+    (``out`` prints all but the TP groups, which the note shows as a table)."""
     gpus, n, guessed = topo.gpus, len(topo.gpus), guess_generations(topo)
     pcie_gen, nvlink_gen = gens[0] or guessed[0], gens[1] or guessed[1]
-    say(f"{source}: {n} GPU(s), {len(topo.nics)} NIC(s)")
+    say(f"{source}: {n} GPU(s), {len(topo.nics)} NIC(s)", out=out)
     pairs = [
         {"pair": f"{a.name}-{b.name}", "link": code, "kind": link_kind(code)}
         for a, b in itertools.combinations(gpus, 2)
@@ -160,6 +169,7 @@ def explain(topo: Topology, source: str, gens: tuple[int | None, int | None]) ->
             f"{row['gpu']}: CPUs {row['CPU affinity']}, NUMA {row['NUMA']}, "
             f"nearest NIC {row['nearest NIC']}",
             indent="  ",
+            out=out,
         )
     result: dict = {
         "source": source,
@@ -169,25 +179,27 @@ def explain(topo: Topology, source: str, gens: tuple[int | None, int | None]) ->
     }
     if not 2 <= n <= 10:
         why = "no peers" if n < 2 else "too many for the brute-force search (max 10)"
-        say(f"{n} GPU(s): {why}, so no ring and no groups to choose", indent="  ")
+        say(f"{n} GPU(s): {why}, so no ring and no groups to choose", "  ", out)
         return result
     try:
         w = gpu_bandwidths(topo, pcie_gen, nvlink_gen)  # [n, n] GB/s per direction
     except ValueError as exc:  # a code newer than the model, accepted from the legend
-        say(f"no ring: {exc}", indent="  ")
+        say(f"no ring: {exc}", indent="  ", out=out)
         return result
-    say(f"PCIe {pcie_gen}.0, NVLink {nvlink_gen} assumed (--pcie-gen, --nvlink-gen)")
+    assumed = f"PCIe {pcie_gen}.0, NVLink {nvlink_gen} assumed"
+    say(f"{assumed} (--pcie-gen, --nvlink-gen)", out=out)
     for row, (i, j) in zip(pairs, itertools.combinations(range(n), 2)):
         row["GB/s"] = w[i][j]
     ring = best_ring(w)
     for name, order in (("naive ring", list(range(n))), ("best ring", ring)):
         hops = ring_links(order, w)
         path = " → ".join(gpus[g].name[3:] for g in order + order[:1])
-        say(f"{name:>10}: GPU {path}", indent="  ")
+        say(f"{name:>10}: GPU {path}", indent="  ", out=out)
         say(
             f"slowest hop {min(hops):g} GB/s → predicted all-reduce busbw "
             f"{predicted_busbw(w, order):g} GB/s",
             indent=" " * 14,
+            out=out,
         )
     hops = ring_links(ring, w)
     if n <= 8:  # the oracle: every one of the n! orders, no shortcuts
@@ -238,15 +250,17 @@ def main(
         return explain(topo, file, gens)
     text, source = machine_matrix()
     machine = None
+    said = Excerpt()  # what the note shows: this machine, the sample and its rings
     if text is None:
-        say(f"this machine: {source}")
+        say(f"this machine: {source}", out=said)
     else:  # a matrix nvidia-smi printed must parse: a TopologyError here is a bug
-        machine = explain(parse_topology(text), source, gens)
-    print0()
+        machine = explain(parse_topology(text), source, gens, out=said)
+    said("")
     sample = parse_topology(SAMPLE)
-    result = explain(sample, SAMPLE_SOURCE, (None, None))
+    result = explain(sample, SAMPLE_SOURCE, (None, None), out=said)
     check_sample(sample, result)
     result["machine"] = machine
+    result["excerpts"] = {"summary": said.lines}
     return result
 
 

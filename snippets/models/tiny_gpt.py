@@ -39,6 +39,7 @@ import torch.nn.functional as F
 
 from snippets.core.claims import law
 from snippets.core.cli import main_entry
+from snippets.core.parts import Excerpt
 from snippets.core.runtime import Spec, print0
 from snippets.models.moe import MoE
 
@@ -313,9 +314,14 @@ def main() -> dict:
             f"L={r['n_layer']} H={r['n_head']} d={r['n_embd']} bias={r['bias']} "
             f"tied={r['tie_embeddings']}: {r['formula']:,} params, formula = count ✓"
         )
-    print0(f"loss at init {loss.item():.3f} ≈ ln V = {math.log(cfg.vocab_size):.3f} ✓")
-    print0("embed → blocks → head with the attention written out = forward ✓")
-    return {"tables": {"configs": rows}, "loss": loss.item()}
+    said = Excerpt()  # what the note shows: the two checks of the forward pass
+    said(f"loss at init {loss.item():.3f} ≈ ln V = {math.log(cfg.vocab_size):.3f} ✓")
+    said("embed → blocks → head with the attention written out = forward ✓")
+    return {
+        "tables": {"configs": rows},
+        "excerpts": {"summary": said.lines},
+        "loss": loss.item(),
+    }
 
 
 if __name__ == "__main__":

@@ -7,9 +7,9 @@ precision and optimizer, :data:`~snippets.sizing.estimate.DEFAULTS`, the options
 ``python -m snippets size`` (flag, type, choices, default, help), so the page reads a
 configuration as the CLI does and, when it cannot, puts the CLI's one line (less
 "(see --help)") beside the fields it names, the limits of ``estimate`` (the most
-GPUs, the least MFU shown), and the chart palette. :func:`widget_html` puts it in a
-``<figure class="cp-sizing">`` that the note includes from ``results/``;
-``hooks/page_assets.py`` gives that page the widget's scripts and stylesheet.
+GPUs, the least MFU shown), and the chart palette. ``main`` returns it as a part of
+kind ``sizing``, which ``snippets.render`` writes as the figure the note includes from
+``results/``; the table of kinds gives that page the widget's scripts and stylesheet.
 
     python -m snippets run sizing_widget
 """
@@ -17,19 +17,16 @@ GPUs, the least MFU shown), and the chart palette. :func:`widget_html` puts it i
 from __future__ import annotations
 
 import argparse
-import html
 import json
-import re
 
+from snippets.core import parts
 from snippets.core.chart_style import PALETTE
-from snippets.core.claims import law
 from snippets.core.cli import main_entry
 from snippets.core.runtime import Spec, print0
 from snippets.sizing import estimate, memory, presets, size_cli
 
 SPEC = Spec(summary="the sizing calculator's page data: presets, defaults, options")
 LEFT_OUT = ("help", "list", "json")  # what a page has no use for
-DATA = re.compile(r'<script type="application/json" class="cp-sizing__data">(.*?)</')
 
 
 def options() -> list[dict]:
@@ -69,38 +66,14 @@ def widget_data() -> dict:
     }
 
 
-def widget_html(data: dict) -> str:
-    """The figure the widget fills; no blank line, which would end the HTML block."""
-    # "</" would end the script element early; JSON allows the escaped "<\/".
-    inline = json.dumps(data, ensure_ascii=False).replace("</", "<\\/")
-    note = html.escape(
-        "The calculator needs JavaScript; the CLI gives the same numbers."
-    )
-    return (
-        '<figure class="cp-sizing" id="calculator">\n'
-        f'<script type="application/json" class="cp-sizing__data">{inline}</script>\n'
-        f"<noscript><p>{note}</p></noscript>\n"
-        "</figure>\n"
-    )
-
-
-def read_back(text: str) -> dict:
-    """The data a page holding :func:`widget_html` gives its script."""
-    found = DATA.search(text)
-    if found is None:
-        raise ValueError("no cp-sizing__data script in the text")
-    return json.loads(found.group(1).replace("<\\/", "</"))
-
-
 def main() -> dict:
     data = widget_data()
-    text = widget_html(data)
-    law(read_back(text) == json.loads(json.dumps(data)), "the page data changed")
+    text = json.dumps(data, ensure_ascii=False)  # raises unless JSON holds it all
     print0(
         f"page data: {len(data['models'])} models, {len(data['gpus'])} GPUs, "
         f"{len(data['options'])} CLI options, {len(text):,} bytes"
     )
-    return {"markdown": {"widget": text}}
+    return {"parts": {"widget": parts.sizing(data)}}
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from snippets.core import parts
 from snippets.core.claims import law
 from snippets.core.cli import main_entry
 from snippets.core.runtime import Spec, print0
@@ -33,7 +34,6 @@ from snippets.sizing import params, traffic
 from snippets.viewer.graph_export import export_graph
 from snippets.viewer.overlay_bytes import collectives, held
 from snippets.viewer.parallel_overlay import Degrees, annotate
-from snippets.viewer.viewer_page import embed_html
 
 SPEC = Spec(summary="a Llama-style block as a graph; its TP and CP cuts, checked")
 DEGREES = Degrees(tp=2, cp=2)
@@ -173,7 +173,7 @@ def main() -> dict:
     )
     start = {"tp": d.tp, "cp": d.cp}
     return {
-        "markdown": {"graph": embed_html(graph, start)},
+        "parts": {"graph": parts.viewer(graph, start)},
         "tables": {"split": split_rows(graph, d)},
     }
 

@@ -18,14 +18,15 @@ from __future__ import annotations
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from snippets.core import parts
 from snippets.core.claims import law
 from snippets.core.cli import main_entry
+from snippets.core.parts import Excerpt
 from snippets.core.runtime import Spec, print0
 from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
 from snippets.viewer.graph_export import export_graph
 from snippets.viewer.overlay_bytes import rank_bytes
 from snippets.viewer.parallel_overlay import Degrees, annotate
-from snippets.viewer.viewer_page import embed_html
 
 SPEC = Spec(summary="the tiny GPT as a graph to expand; export checked against hooks")
 EXAMPLE = Degrees(dp=2, tp=2, pp=2, cp=1, zero=1)  # the degrees of the note's table
@@ -96,14 +97,15 @@ def main() -> dict:
     model, args = tiny_gpt(), tiny_gpt_inputs()
     graph = annotate(export_graph(model, args))
     seen = check(model, args, graph)
-    print0(
+    said = Excerpt()  # what the note shows: the graph and its five checks
+    said(
         f"{graph['model']} via {graph['source']}: {len(graph['ops'])} operations "
         f"in {len(graph['modules'])} modules"
     )
-    print0(f"modules = named_modules() ✓; params {seen['params']:,} = sum(numel) ✓")
-    print0(f"parameter bytes {seen['bytes']:,} = sum(numel · element_size) ✓")
-    print0(f"FLOPs {seen['flops']:,} = FlopCounterMode on model(idx) ✓")
-    print0(f"{seen['linears']} linear ops = nn.Linear calls; shapes = hooks ✓")
+    said(f"modules = named_modules() ✓; params {seen['params']:,} = sum(numel) ✓")
+    said(f"parameter bytes {seen['bytes']:,} = sum(numel · element_size) ✓")
+    said(f"FLOPs {seen['flops']:,} = FlopCounterMode on model(idx) ✓")
+    said(f"{seen['linears']} linear ops = nn.Linear calls; shapes = hooks ✓")
     d = EXAMPLE
     rows = [
         {"stage": r["stage"], "ranks": ", ".join(map(str, r["ranks"]))}
@@ -114,7 +116,11 @@ def main() -> dict:
     print0(f"bytes per rank at dp={d.dp} tp={d.tp} pp={d.pp} ZeRO-{d.zero}:")
     for r in rows:
         print0(f"  stage {r['stage']}: {r['total']:,} model-state bytes")
-    return {"markdown": {"graph": embed_html(graph)}, "tables": {"ranks": rows}}
+    return {
+        "parts": {"graph": parts.viewer(graph)},
+        "tables": {"ranks": rows},
+        "excerpts": {"summary": said.lines},
+    }
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 
+from snippets.core import parts
 from snippets.core.claims import law
 from snippets.core.cli import main_entry
 from snippets.core.runtime import Spec, print0
@@ -23,7 +24,6 @@ from snippets.viewer.graph_export import export_graph
 from snippets.viewer.model_viewer import tiny_gpt, tiny_gpt_inputs
 from snippets.viewer.overlay_bytes import collectives, rank_bytes
 from snippets.viewer.parallel_overlay import Degrees, annotate
-from snippets.viewer.viewer_page import embed_html
 
 SPEC = Spec(summary="where TP and PP cut a GPT block; the bytes = the calculator's")
 DEGREES = Degrees(dp=2, tp=2, pp=2, cp=1, zero=1)
@@ -92,7 +92,7 @@ def main() -> dict:
             + " = estimate() ✓"
         )
     start = {"dp": d.dp, "tp": d.tp, "pp": d.pp, "zero": d.zero}
-    return {"markdown": {"graph": embed_html(graph, start)}, "tables": {"cuts": rows}}
+    return {"parts": {"graph": parts.viewer(graph, start)}, "tables": {"cuts": rows}}
 
 
 if __name__ == "__main__":

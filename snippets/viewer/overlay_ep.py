@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 
+from snippets.core import parts
 from snippets.core.claims import law
 from snippets.core.cli import main_entry
 from snippets.core.runtime import Spec, print0
@@ -36,7 +37,6 @@ from snippets.viewer.parallel_overlay import (
     ranks_of_ep_rank,
     stage,
 )
-from snippets.viewer.viewer_page import embed_html
 
 SPEC = Spec(summary="which rank holds each expert; the all-to-alls = the calculator's")
 DEGREES = Degrees(dp=4, tp=2, zero=1, ep=2)
@@ -129,7 +129,7 @@ def main() -> dict:
     print0("  each = estimate() for the same model and degrees ✓")
     start = {k: int(v) for k, v in DEGREES.__dict__.items() if v != getattr(Degrees, k)}
     return {
-        "markdown": {"graph": embed_html(graph, start)},
+        "parts": {"graph": parts.viewer(graph, start)},
         "tables": {"experts": experts, "all_to_alls": a2a},
     }
 

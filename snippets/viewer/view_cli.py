@@ -40,6 +40,7 @@ import torch
 
 from snippets.core.cli import OneLineParser, guarded, positive_int
 from snippets.core.errors import UsageError
+from snippets.render.viewer_page import summary, write_page
 from snippets.viewer.graph_export import export_graph
 from snippets.viewer.parallel_overlay import (
     Degrees,
@@ -49,7 +50,6 @@ from snippets.viewer.parallel_overlay import (
     ep_rank,
     mixtures,
 )
-from snippets.viewer.viewer_page import summary, write_page
 
 DESCRIPTION = "Any model, drawn as a page to expand, search and cut."
 READY = {

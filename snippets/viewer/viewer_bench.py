@@ -4,9 +4,9 @@
 
 Exports the shared GPT with ``--layers`` blocks (the tiny GPT's widths otherwise;
 42 blocks draw about 1,500 boxes fully expanded), writes the standalone page
-(``viewer_page.write_page``) into a temporary folder and opens it from file:// in
-headless Chromium (Debian's ``chromium``, or ``$CHROMIUM``). It measures, median over
-``--repeats`` with the range:
+(``snippets.render.viewer_page.write_page``) into a temporary folder and opens it
+from file:// in headless Chromium (Debian's ``chromium``, or ``$CHROMIUM``). It
+measures, median over ``--repeats`` with the range:
 
 * ``first_render_ms``: navigation start to the viewer's first picture (collapsed to
   the top-level modules): the page, its scripts, the graph's data, layout, DOM;
@@ -40,16 +40,17 @@ from snippets.core.claims import LawBroken
 from snippets.core.cli import OneLineParser, guarded, positive_int
 from snippets.core.errors import UsageError
 from snippets.models.tiny_gpt import GPT, GPTConfig
+from snippets.render.viewer_page import NODE, VIEWER, write_page
 from snippets.viewer.graph_export import ancestors, export_graph
 from snippets.viewer.parallel_overlay import annotate
-from snippets.viewer.viewer_page import write_page
 
 BENCH = "viewer"
 TARGETS = {"first_render_ms": 1000.0, "expand_ms": 100.0, "collapse_ms": 100.0}
+FIGURE = f"{VIEWER.tag}.{VIEWER.css}"  # the viewer's figure, as CSS selects it
 FLAGS = ["--no-sandbox", "--disable-gpu", "--no-first-run"]
 FLAGS += ["--disable-background-networking", "--disable-component-update"]
-TIMED = """([what, id]) => {
-  const v = document.querySelector("figure.cp-viewer").viewer;
+TIMED = """([what, id, figure]) => {
+  const v = document.querySelector(figure).viewer;
   const t0 = performance.now();
   if (what === "toggle") v.toggle(id); else v.expandAll();
   v.svg.getBBox();  // the browser's style and layout, done now
@@ -101,16 +102,20 @@ def measure(graph: dict, repeats: int = 5) -> dict:
         page.on("pageerror", lambda e: errors.append(str(e)))
         for _ in range(repeats):
             page.goto(url)
-            fig = page.wait_for_selector("figure.cp-viewer--ready[data-ready-ms]")
+            fig = page.wait_for_selector(f"{FIGURE}--ready[data-ready-ms]")
             at = fig.evaluate(
                 "f => [+f.dataset.readyMs, +f.dataset.layoutMs, +f.dataset.renderMs]"
             )
             found["first"].append(tuple(at))
         for _ in range(repeats):
-            found["all"].append(tuple(page.evaluate(TIMED, ["all", ""])))
-            drawn = page.locator(".cp-node").count()
-            found["collapse"].append(tuple(page.evaluate(TIMED, ["toggle", middle])))
-            found["expand"].append(tuple(page.evaluate(TIMED, ["toggle", middle])))
+            found["all"].append(tuple(page.evaluate(TIMED, ["all", "", FIGURE])))
+            drawn = page.locator(NODE).count()
+            found["collapse"].append(
+                tuple(page.evaluate(TIMED, ["toggle", middle, FIGURE]))
+            )
+            found["expand"].append(
+                tuple(page.evaluate(TIMED, ["toggle", middle, FIGURE]))
+            )
         version = browser.version
         browser.close()
     if errors:

@@ -7,7 +7,6 @@ the final-frame check."""
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
 import torch
@@ -21,9 +20,9 @@ P, N, D = 3, 3, 32
 
 @pytest.fixture(scope="module")
 def anim() -> dict:
-    page = launch(RT.main, P, backend="gloo", timeout_s=60)[0]["markdown"]["animation"]
-    inline = re.search(r'class="cp-player__trace">(.*?)</script>', page).group(1)
-    return json.loads(inline.replace("<\\/", "</"))
+    part = launch(RT.main, P, backend="gloo", timeout_s=60)[0]["parts"]["animation"]
+    assert part["kind"] == "player"
+    return json.loads(json.dumps(part["data"]))
 
 
 def test_blocks_go_round_and_every_rank_merges_all(anim: dict) -> None:

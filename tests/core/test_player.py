@@ -12,14 +12,10 @@ import re
 
 import pytest
 
+from snippets.core import parts
 from snippets.core.chart_style import PALETTE
-from snippets.core.player import (
-    check_animation,
-    frame_values,
-    label,
-    player_data,
-    player_html,
-)
+from snippets.core.player import check_animation, frame_values, label, player_data
+from snippets.render import render
 
 # two ranks, two cells: rank 1 adds its cell 0 into rank 0's, then rank 0 copies back
 INPUTS = [[1.0, 2.0], [10.0, 20.0]]
@@ -83,7 +79,7 @@ def test_the_last_frame_must_equal_the_oracle_and_the_run() -> None:
 
 def test_the_figure_is_one_html_block_with_its_animation_inline() -> None:
     anim = player_data(FRAMES, INPUTS, FINAL, "a </script> & b")
-    page = player_html(anim)
+    page = render(parts.player(anim))
     assert page.startswith('<figure class="cp-player">') and "\n\n" not in page
     assert page.count("</script>") == 1 and "a &lt;/script&gt; &amp; b" in page
     inline = re.search(r'class="cp-player__trace">(.*?)</script>', page).group(1)

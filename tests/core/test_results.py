@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from snippets import render
 from snippets.core import charts, results
 from snippets.core.registry import REPO_DIR
 from snippets.core.runtime import describe_device
+from snippets.render import fragments
 
 PROVENANCE = {
     "device": "cpu",
@@ -72,7 +74,7 @@ def write(tmp_path: Path) -> dict[str, str]:
         "provenance": PROVENANCE,
         "result": {"figures": {"plot": spec()}},
     }
-    results.write(tmp_path, "x", record)
+    render.write(tmp_path, "x", record)
     return {p.name: p.read_text(encoding="utf-8") for p in tmp_path.iterdir()}
 
 
@@ -115,7 +117,7 @@ def as_vega_reads_it(spec: dict) -> dict:
 def test_the_inline_rows_are_csv_that_vega_reads_back_as_they_were() -> None:
     rows = [{"s": "a, \"b\"", "n": 1, "x": 0.1 + 0.2, "t": True, "v": None},
             {"s": "</script>", "n": -3, "x": 1e-300, "t": False, "v": 2.5}]  # fmt: skip
-    data = results.as_csv({"values": rows})
+    data = fragments.as_csv({"values": rows})
     assert data["format"]["type"] == "csv" and isinstance(data["values"], str)
     assert as_vega_reads_it({"data": data})["data"]["values"] == rows
     spans = charts.picked_timeline(
@@ -123,16 +125,16 @@ def test_the_inline_rows_are_csv_that_vega_reads_back_as_they_were() -> None:
           "p": 2} for i in range(200)], settings={"p": [2]}, title="t",
         x_label="ms", kinds=["F"])  # fmt: skip
     page = Page()
-    page.feed(results.chart_html(spans))
+    page.feed(fragments.chart(spans))
     inline = json.loads(page.script)
     assert len(page.script) < len(json.dumps(spans)) / 2  # the rows' keys said once
     assert as_vega_reads_it(inline)["data"] == spans["data"]
     # what a CSV cannot say stays JSON: an empty string (read back as null), nested
     # values, a dotted name (a path to Vega), mixed types, a format already given
     for kept in ([{"s": ""}], [{"s": {"a": 1}}], [{"a.b": 1}], [{"m": 1}, {"m": "1"}]):
-        assert results.as_csv({"values": kept}) == {"values": kept}
+        assert fragments.as_csv({"values": kept}) == {"values": kept}
     given = {"values": "a\n1", "format": {"type": "csv"}}
-    assert results.as_csv(given) == given
+    assert fragments.as_csv(given) == given
 
 
 def test_a_picked_timeline_tables_its_runs_not_its_spans() -> None:
@@ -153,7 +155,7 @@ def test_a_picked_timeline_tables_its_runs_not_its_spans() -> None:
         captions=[{"p": 4, "text": "no run"}],
     )
     page = Page()
-    page.feed(results.chart_html(spec))
+    page.feed(fragments.chart(spec))
     head = ["p", "F, all lanes (ms)", "B, all lanes (ms)", "idle, all lanes (ms)",
             "last end (ms)", "note"]  # fmt: skip
     assert page.cells[:6] == head
@@ -228,7 +230,7 @@ def test_provenance_names_the_hardware_of_the_backend_and_this_moment() -> None:
     assert results.provenance("nccl", 8, device="8× H100")["device"] == "8× H100"
     with pytest.raises(TypeError):  # the device is never taken for the backend
         results.provenance("cpu", "gloo", 2)
-    line = results.provenance_line(p)
+    line = fragments.provenance(p)
     assert f"{p['device']} · gloo · 3 ranks · torch {torch.__version__}" in line
 
 
@@ -238,7 +240,7 @@ def test_needed_results_come_back_or_name_the_command_that_makes_them(
     monkeypatch.setenv(results.RESULTS_ENV, str(tmp_path))
     record = {"command": "c", "output": "", "provenance": PROVENANCE,
               "result": {"peak": 1.5}}  # fmt: skip
-    results.write(tmp_path, "roofline", record)
+    render.write(tmp_path, "roofline", record)
     assert results.needed("roofline") == {"roofline": {"peak": 1.5}}
     (tmp_path / "broken.json").write_text("{not json")
     for name, by, says in (

@@ -382,11 +382,11 @@ def test_a_snippet_finds_the_results_it_reads_in_the_results_folder(
 
 NOTE = """# A note
 
---8<-- "results/fit_timed.md:1:3,-4:-4"
+--8<-- "results/fit_timed.md"
 
 --8<-- "results/fit_timed.steps.md"
 
---8<-- "results/page.md:1:1,-6:-4"
+--8<-- "results/page.md"
 
 --8<-- "results/other.md"
 """
@@ -464,18 +464,18 @@ def test_keep_going_writes_a_placeholder_where_a_note_includes_a_failure(
     assert "page (note.md): not run: fit_timed failed" in err
     html = " ".join(rendered(folder).split())
     boxes = re.findall(r'<div class="admonition failure">(.*?)</div>', html, re.S)
-    assert len(boxes) == 3  # fit_timed twice (lines 1-3, and whole), page once
+    assert len(boxes) == 3  # fit_timed twice (its output, its table), page once
     titles = [re.search(r'<p class="admonition-title">(.*?)</p>', b)[1] for b in boxes]
     assert titles == [
         "fit_timed did not run on this machine",
         "fit_timed did not run on this machine",
-        "page did not run on this machine",  # its lines 1:1 hold the title
+        "page did not run on this machine",
     ]
     assert "<code>python -m snippets run fit_timed</code>" in boxes[0]
     assert "<code>AssertionError: a law broke at `x[3]` &lt;here&gt;</code>" in boxes[0]
-    page = markdown.markdown(
-        (folder / "page.md").read_text(encoding="utf-8"), extensions=["admonition"]
-    )  # the whole file, as a note that includes all of it shows it
+    text = (folder / "page.md").read_text(encoding="utf-8")
+    assert text.endswith(f"\n{run_all.PLACEHOLDER}\n")  # no padding after the marker
+    page = markdown.markdown(text, extensions=["admonition"])
     page = " ".join(page.split())  # as a browser shows it: a break is a space
     assert "<code>python -m snippets run page</code>" in page
     assert "<code>not run: fit_timed failed (it reads its results)</code>" in page

@@ -11,6 +11,7 @@ from snippets.core.runtime import launch
 from snippets.exercises import predictions
 from snippets.parallel.pipeline.pipeline_schedules import schedule
 from snippets.parallel.pipeline.pipeline_validate import simulate
+from snippets.render import render
 from snippets.sizing.cost_formulas import Cost
 
 
@@ -36,16 +37,16 @@ def test_the_zero_answer_is_the_papers_printed_figure() -> None:
 
 
 def test_the_page_shows_what_the_formula_gives_and_follows_it(monkeypatch) -> None:
-    shown = predictions.main()["markdown"]["ring_bytes"]
+    shown = render(predictions.main()["parts"]["ring_bytes"])
     assert "1,572,864 bytes" in shown and 'data-answer="1572864.0"' in shown
     monkeypatch.setattr(predictions, "ring_cost", lambda p: Cost(0, 1.0, 0))
-    changed = predictions.main()["markdown"]["ring_bytes"]
+    changed = render(predictions.main()["parts"]["ring_bytes"])
     assert "1,048,576 bytes" in changed and "1,572,864" not in changed
 
 
 def test_every_widget_is_a_labelled_form_with_its_answer_folded_away() -> None:
     for p in predictions.PREDICTIONS:
-        form = predictions.widget(p, p.answer())
+        form = render(predictions.question(p, p.answer()))
         field = re.search(r'<input id="([\w-]+)"', form).group(1)
         assert f'<label for="{field}">' in form
         assert "<details" in form and "<summary>" in form

@@ -79,6 +79,10 @@ def test_without_a_file_it_reads_the_machine_then_the_sample() -> None:
     assert out["tables"]["tp_groups"][1]["groups"] == "0,1,2,3 | 4,5,6,7"
     if shutil.which("nvidia-smi") is None:
         assert out["machine"] is None
+    said = out["excerpts"]["summary"]  # the note's excerpt: machine, sample, rings
+    assert said[0].startswith("this machine:") and said[1] == ""
+    assert said[-2].lstrip().startswith("best ring: GPU 0 →")
+    assert not [line for line in said if "TP=" in line]  # a table in the note
 
 
 def fake_nvidia_smi(folder: Path, matrix: Path) -> Path:
@@ -143,6 +147,7 @@ def test_bad_input_is_one_line_exit_2(
 
 
 def test_diagram_is_written_as_a_results_part(tmp_path: Path) -> None:
+    from snippets import render
     from snippets.core import results as _results
 
     record = {
@@ -151,7 +156,7 @@ def test_diagram_is_written_as_a_results_part(tmp_path: Path) -> None:
         "result": main(),
         "provenance": _results.provenance("none", 1, device="cpu"),
     }
-    _results.write(tmp_path, "topology", record)
+    render.write(tmp_path, "topology", record)
     assert not (tmp_path / "topology.diagram.md").exists()  # the chart draws it
     rows = [  # the rendered table, row by row, back to cells
         [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line)[1:-1]]

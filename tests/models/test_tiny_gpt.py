@@ -201,6 +201,8 @@ def test_main_checks_itself() -> None:
         r["counted"] for r in out["tables"]["configs"]
     ]
     assert dataclasses.asdict(GPTConfig())["n_embd"] == 32
+    loss, forward = out["excerpts"]["summary"]  # the note's two lines
+    assert loss.startswith("loss at init") and forward.endswith("= forward ✓")
 
 
 def test_an_empty_shard_runs_and_gives_zero_gradients() -> None:

@@ -55,26 +55,26 @@ def test_every_file_loads_once_in_the_tables_order_where_it_works() -> None:
 def test_a_page_loads_only_the_rows_it_holds() -> None:
     out = served('<figure class="cp-player"></figure>')
     srcs = {site_path(s) for s in re.findall(r'<script src="([^"]+)"', out)}
-    row = dict(table.ASSETS)['<figure class="cp-player">']
+    row = dict(table.ASSETS)['<figure class="cp-player"']
     assert srcs == {*row.scripts, "assets/javascripts/bundle.5f3a.min.js"}
 
 
 def test_each_figure_a_snippet_writes_holds_one_marker_of_the_table() -> None:
     """The markers are the figures' contract with the page: a renamed class would
     leave a figure without its scripts."""
-    from snippets.core.player import player_html
-    from snippets.core.results import chart_html
-    from snippets.sizing.sizing_widget import widget_data, widget_html
-    from snippets.viewer.viewer_page import embed_html
+    from snippets.core import parts
+    from snippets.render import fragments, render
+    from snippets.sizing.sizing_widget import widget_data
 
     module = {"id": "", "name": "M", "type": "M", "parent": None, "params": 3}
     module |= {"bytes": 12, "flops": 0, "tensors": []}
     graph = {"model": "M", "source": "torch.fx", "modules": [module], "ops": []}
     figures = [
-        chart_html({"title": "t", "data": {"values": [{"x": 1}]}}),
-        player_html({"title": "t", "frames": []}),
-        embed_html(graph),
-        widget_html(widget_data()),
+        fragments.chart({"title": "t", "data": {"values": [{"x": 1}]}}),
+        render(parts.player({"title": "t", "frames": []})),
+        render(parts.viewer(graph)),
+        render(parts.sizing(widget_data())),
+        render(parts.prediction("q", "How many?", "bytes", 2.0, "so", "here")),
     ]
     found = [[m for m, _ in table.ASSETS if table.holds(f, m)] for f in figures]
     assert all(len(markers) == 1 for markers in found), found

@@ -22,8 +22,9 @@ import pytest
 from test_browser import browser, contrast, note_url, open_page, served  # noqa: F401
 
 from snippets.__main__ import main as cli_main
+from snippets.render.fragments import read_back
 from snippets.sizing import presets
-from snippets.sizing.sizing_widget import options, read_back, widget_data
+from snippets.sizing.sizing_widget import options, widget_data
 
 pytestmark = pytest.mark.browser
 
@@ -212,7 +213,9 @@ def test_page_data_is_the_python_presets(built_site) -> None:
     pages = [p.read_text(encoding="utf-8") for p in built_site.rglob("index.html")]
     pages = [text for text in pages if MARKER in text]
     assert len(pages) == 1  # the sizing note, and nothing else loads the widget
-    assert read_back(pages[0]) == json.loads(json.dumps(widget_data()))
+    assert read_back(pages[0], "sizing", "data") == json.loads(
+        json.dumps(widget_data())
+    )
 
 
 def query(argv: list[str]) -> str:

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import pytest
 
-from snippets.core import cli
+from snippets.core import cli, parts
+from snippets.render import render
+from snippets.render.fragments import read_back
 from snippets.sizing import estimate, memory, presets, size_cli, sizing_widget
 
 
 def test_main_embeds_the_python_presets() -> None:
-    text = sizing_widget.main()["markdown"]["widget"]
-    data = sizing_widget.read_back(text)
+    part = sizing_widget.main()["parts"]["widget"]
+    text = render(part)
+    data = read_back(text, "sizing", "data")
     assert data["models"] == presets.MODELS and data["gpus"] == presets.GPUS
     assert data["defaults"] == estimate.DEFAULTS
     assert data["precisions"] == memory.PRECISIONS
@@ -26,11 +29,11 @@ def test_main_embeds_the_python_presets() -> None:
 
 def test_a_closing_tag_in_the_data_survives() -> None:
     data = {"help": "ends </script> here", "n": [1, 2.5, None, True]}
-    text = sizing_widget.widget_html(data)
+    text = render(parts.sizing(data))
     assert text.count("</script>") == 1
-    assert sizing_widget.read_back(text) == data
+    assert read_back(text, "sizing", "data") == data
     with pytest.raises(ValueError):
-        sizing_widget.read_back("<p>no widget</p>")
+        read_back("<p>no widget</p>", "sizing", "data")
 
 
 def test_the_option_table_is_what_the_parser_does() -> None:

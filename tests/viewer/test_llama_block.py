@@ -8,6 +8,7 @@ import json
 import torch
 import torch.nn.functional as F
 
+from snippets.render import render
 from snippets.viewer.llama_block import LlamaConfig, inputs, llama_block, main, rotate
 
 
@@ -38,7 +39,7 @@ def test_gqa_equals_attention_with_kv_heads_repeated() -> None:
 
 def test_run_checks_the_cuts_and_embeds_the_block() -> None:
     found = main()  # exports, and asserts the calculator's layer formulas
-    block = found["markdown"]["graph"]
+    block = render(found["parts"]["graph"])
     inline = block.split('class="cp-viewer__graph">', 1)[1].split("</script>", 1)[0]
     graph = json.loads(inline.replace("<\\/", "</"))
     assert graph["source"] == "torch.export"

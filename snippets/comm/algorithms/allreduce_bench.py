@@ -270,12 +270,14 @@ def main(
         for pattern in cost_model.PATTERNS
     }
     machines = {pattern: m for pattern, (m, _) in fitted.items()}
-    for pattern, m in machines.items():
-        say(
-            f"{FITS[pattern]} fit ({pattern.replace('_', '-')}): α = "
-            f"{m.alpha * 1e6:.1f} µs, β = {m.beta * 1e9:.3f} ns/B, γ = "
-            f"{m.gamma * 1e9:.3f} ns/B"
-        )
+    fit_lines = [  # what the note shows: the two fits the sweep is predicted from
+        f"{FITS[pattern]} fit ({pattern.replace('_', '-')}): α = "
+        f"{m.alpha * 1e6:.1f} µs, β = {m.beta * 1e9:.3f} ns/B, γ = "
+        f"{m.gamma * 1e9:.3f} ns/B"
+        for pattern, m in machines.items()
+    ]
+    for line in fit_lines:
+        say(line)
     say(HEADER)
     records, others = [], []
     for c in collectives:
@@ -334,6 +336,7 @@ def main(
         "tables": {name: rows for name, rows in tables.items() if rows},
         "figures": figures,
         "markdown": findings_md,
+        "excerpts": {"fits": fit_lines},
     }
 
 

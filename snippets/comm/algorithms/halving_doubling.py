@@ -36,9 +36,9 @@ from snippets.comm.messages import (
 )
 from snippets.comm.plumbing import begin, combine_, end
 from snippets.comm.trace_frames import record_allreduce
+from snippets.core import parts
 from snippets.core.claims import law
 from snippets.core.cli import main_entry
-from snippets.core.player import player_html
 from snippets.core.runtime import Spec, device, print0
 
 SPEC = Spec(
@@ -167,7 +167,7 @@ def main(numel: int = 1_000_003) -> dict:
     )
     return {
         "tables": {"trace": rows},
-        "markdown": {"animation": player_html(anim)},
+        "parts": {"animation": parts.player(anim)},
         "rounds": rounds,
         "world_size": p,
     }

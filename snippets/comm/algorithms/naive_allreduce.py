@@ -24,9 +24,10 @@ from snippets.comm import plumbing
 from snippets.comm.messages import recv, send, wait_all
 from snippets.comm.plumbing import begin, combine_, end
 from snippets.comm.trace_frames import record_allreduce
+from snippets.core import parts
 from snippets.core.claims import law
 from snippets.core.cli import main_entry
-from snippets.core.player import player_html
+from snippets.core.parts import Excerpt
 from snippets.core.runtime import Spec, device, print0
 
 SPEC = Spec(
@@ -112,23 +113,29 @@ def main(numel: int = 200_003) -> dict:
         }
         for r in range(p)
     ]
-    print0(f"{p} ranks, {numel:,} float64: both naive all-reduces == dist.all_reduce")
-    print0(f"  for {', '.join(plumbing.REDUCE_OPS)}")
+    said = Excerpt()  # what the note shows: both variants checked, and animated
+    said(f"{p} ranks, {numel:,} float64: both naive all-reduces == dist.all_reduce")
+    said(f"  for {', '.join(plumbing.REDUCE_OPS)}")
     print0(f"bytes each rank sends for a {nbytes:,}-byte vector:")
     print0(f"  root variant     {sent['root']}")
     print0(f"  everyone variant {sent['everyone']}")
     print0(f"  a ring           {ring:,} per rank")
     titles = {"root": "via a root", "everyone": "everyone to everyone"}
     players = {
-        f"animation_{v}": player_html(
+        f"animation_{v}": parts.player(
             record_allreduce(
                 naive_allreduce, f"Naive all-reduce {titles[v]}, {p} ranks", variant=v
             )
         )
         for v in VARIANTS
     }
-    print0("animations of both: last frame == dist.all_reduce")
-    return {"tables": {"bytes": rows}, "markdown": players, "world_size": p}
+    said("animations of both: last frame == dist.all_reduce")
+    return {
+        "tables": {"bytes": rows},
+        "excerpts": {"summary": said.lines},
+        "parts": players,
+        "world_size": p,
+    }
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -42,9 +42,9 @@ from snippets.comm.messages import (
 )
 from snippets.comm.plumbing import begin, combine_, end
 from snippets.comm.trace_frames import record_allreduce
+from snippets.core import parts
 from snippets.core.claims import law
 from snippets.core.cli import main_entry
-from snippets.core.player import player_html
 from snippets.core.runtime import Spec, device, print0
 
 SPEC = Spec(
@@ -182,7 +182,7 @@ def main(numel: int = 1_000_003) -> dict:
     print0(f"animation: {len(anim['frames']) - 1} steps; last frame == dist.all_reduce")
     return {
         "tables": {"ops": rows, "trace": table},
-        "markdown": {"animation": player_html(anim)},
+        "parts": {"animation": parts.player(anim)},
         "world_size": p,
         "sent_per_rank": sent,
     }

@@ -37,9 +37,9 @@ from snippets.comm.messages import (
 )
 from snippets.comm.plumbing import begin, combine_, end
 from snippets.comm.trace_frames import record_allreduce
+from snippets.core import parts
 from snippets.core.claims import law
 from snippets.core.cli import main_entry
-from snippets.core.player import player_html
 from snippets.core.runtime import Spec, device, print0
 
 SPEC = Spec(
@@ -221,7 +221,7 @@ def main(numel: int = 1_000_003) -> dict:
         f"ring {rows[0]['ring would send']}"
     )
     players = {
-        f"animation_{key}": player_html(
+        f"animation_{key}": parts.player(
             record_allreduce(fn, f"{title} all-reduce, {p} ranks, {p} elements")
         )
         for key, fn, title in (
@@ -232,7 +232,7 @@ def main(numel: int = 1_000_003) -> dict:
     print0("animations of both: last frame == dist.all_reduce")
     return {
         "tables": {"roles": rows},
-        "markdown": players,
+        "parts": players,
         "depth": D,
         "world_size": p,
     }

@@ -32,9 +32,10 @@ from snippets.comm.collective.symmetric_collectives import (
     barrier,
     reduce_scatter,
 )
+from snippets.core import parts
 from snippets.core.claims import law
 from snippets.core.cli import main_entry
-from snippets.core.player import player_html
+from snippets.core.parts import Excerpt
 from snippets.core.runtime import Spec, device, print0
 
 __all__ = [
@@ -178,21 +179,23 @@ def main() -> dict:
         table.append(
             {"collective": c, "schedule": schedule, "rounds": rounds, "check": check}
         )
-    print0(f"{p} ranks, int64, length {n}, root {root}; all_to_all also uneven")
+    said = Excerpt()  # what the note shows: the run, the barrier, the animations
+    said(f"{p} ranks, int64, length {n}, root {root}; all_to_all also uneven")
     for r in table:
         c, s, k = r["collective"], r["schedule"], r["rounds"]
         print0(f"  {c:<18} {s:<17} {k:<18} {r['check']}")
-    print0(
+    said(
         f"barrier: rank {p - 1} came {BARRIER_DELAY_S:g} s late; the first rank left "
         f"{first_out - last_in:.4f} s after it came"
     )
     # each animation's last frame == the run's buffers and torch's (else it raises)
     anims = {c: record_collective(c) for c in CASES}
     steps = " ".join(str(len(a["frames"]) - 1) for a in anims.values())
-    print0(f"animated, in {steps} steps: last frame == the run's and torch's ✓")
+    said(f"animated, in {steps} steps: last frame == the run's and torch's ✓")
     return {
         "tables": {"schedules": table},
-        "markdown": {f"animation_{c}": player_html(a) for c, a in anims.items()},
+        "excerpts": {"summary": said.lines},
+        "parts": {f"animation_{c}": parts.player(a) for c, a in anims.items()},
         "world_size": p,
     }
 

@@ -22,6 +22,7 @@ from snippets.core.charts import Note, line_chart
 from snippets.core.claims import Observation, check
 from snippets.core.cli import main_entry
 from snippets.core.measure import time_it
+from snippets.core.parts import Excerpt
 from snippets.core.runtime import Spec, device, print0
 from snippets.sizing.cost_formulas import (
     FORMULAS,
@@ -248,14 +249,15 @@ def main() -> dict:
     # the oracle is the measurement: the line must explain the samples it came from
     checked = model_claims(m, sizes, raw["ping_pong_rounds_s"])
     terms = terms_point(m, sizes)
-    print0(
+    said = Excerpt()  # what the note shows: the fit, and how well it explains
+    said(
         f"α = {m.alpha * 1e6:.1f} µs   β = {m.beta * 1e9:.3f} ns/B "
         f"({1 / m.beta / 1e9:.2f} GB/s)   γ = {m.gamma * 1e9:.3f} ns/B "
         f"({1 / max(m.gamma, 1e-30) / 1e9:.2f} GB/s of adds)"
     )
-    print0(f"fit: median error {median_error:.0%} over {len(sizes)} ping-pong sizes;")
-    print0(f"     {checked[1]}")
-    print0(f"     {terms}")
+    said(f"fit: median error {median_error:.0%} over {len(sizes)} ping-pong sizes;")
+    said(f"     {checked[1]}")
+    said(f"     {terms}")
     ping = [
         {"m": size_text(s), "measured (µs)": t * 1e6, "α + mβ (µs)": f * 1e6}
         | {"error": f"{e:.0%}"}
@@ -273,6 +275,7 @@ def main() -> dict:
         "beta_s_per_byte": m.beta,
         "gamma_s_per_byte": m.gamma,
         **raw,
+        "excerpts": {"fit": said.lines},
         "tables": {
             "pingpong": ping,
             "ring_latency": ring_rows,

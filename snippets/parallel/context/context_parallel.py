@@ -25,6 +25,7 @@ from snippets.attention.zigzag_layout import zigzag_shard
 from snippets.core.claims import law
 from snippets.core.cli import main_entry, positive_int
 from snippets.core.compare import max_difference
+from snippets.core.parts import Excerpt
 from snippets.core.runtime import Spec, device, print0
 from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
 from snippets.parallel.context.context_parallel_gpt import (
@@ -115,11 +116,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(steps: int = 2) -> dict:
     out = train_against_single(CFG, steps)
     cp, b, s, h = out["cp"], 2, CFG.block_size, CFG.n_embd
-    print0(
+    said = Excerpt()  # what the note shows: the run, over the tables of its steps
+    said(
         f"tiny GPT L={CFG.n_layer} H={CFG.n_head} d={h} V={CFG.vocab_size}, cp={cp}, "
         f"b={b} s={s} ({s // cp} tokens a rank)"
     )
-    print0("fp64 Adam, max |Δ| against one process on the whole sequence:")
+    said("fp64 Adam, max |Δ| against one process on the whole sequence:")
     for r in out["steps"]:
         print0(
             f"  step {r['step']}: loss {r['loss']:.6f}  Δ loss {r['d_loss']:.0e}"
@@ -140,6 +142,7 @@ def main(steps: int = 2) -> dict:
     mistakes = [{"mistake": k, "max_abs_diff": v} for k, v in out["mistakes"].items()]
     return {
         "tables": {"steps": out["steps"], "comm": out["comm"], "mistakes": mistakes},
+        "excerpts": {"summary": said.lines},
         "provenance": {"backend": dist.get_backend(), "world_size": cp},
     }
 

@@ -47,6 +47,7 @@ from torch.nn.parallel import DistributedDataParallel as TorchDDP
 from snippets.core.claims import law
 from snippets.core.cli import main_entry, positive_float, positive_int
 from snippets.core.compare import max_difference
+from snippets.core.parts import Excerpt
 from snippets.core.runtime import Spec, print0
 from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
 from snippets.parallel.data.ddp_buckets import assign_buckets, bucket_bytes
@@ -250,16 +251,18 @@ def main(bucket_cap_mb: float = 0.05, steps: int = 3) -> dict:
         nbytes = bucket_bytes(ours.params, bucket)
         rows.append({"bucket": b, "tensors": len(bucket), "KiB": nbytes / 1024})
         rows[-1]["from → to"] = f"{names[0]} → {names[-1]}"
-    print0(f"{p} ranks, {cfg.num_params():,} fp64 parameters, {steps} SGD steps")
+    said = Excerpt()  # what the note shows: the run, and both checks
+    said(f"{p} ranks, {cfg.num_params():,} fp64 parameters, {steps} SGD steps")
     for r in rows:
         print0(
             f"  bucket {r['bucket']}: {r['tensors']:>2} tensors {r['KiB']:6.1f} KiB"
             f"  {r['from → to']}"
         )
-    print0(f"max |ours − torch DDP| = {vs_torch:.1e}")
-    print0(f"max |ours − one process, whole batch| = {vs_single:.1e}")
+    said(f"max |ours − torch DDP| = {vs_torch:.1e}")
+    said(f"max |ours − one process, whole batch| = {vs_single:.1e}")
     return {
         "tables": {"buckets": rows},
+        "excerpts": {"summary": said.lines},
         "vs_torch": vs_torch,
         "vs_single": vs_single,
         "provenance": {"backend": dist.get_backend(), "world_size": p},

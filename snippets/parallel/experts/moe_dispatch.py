@@ -25,9 +25,10 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
+from snippets.core import parts
 from snippets.core.chart_style import PALETTE
 from snippets.core.cli import main_entry
-from snippets.core.player import check_animation, player_data, player_html
+from snippets.core.player import check_animation, player_data
 from snippets.core.runtime import Spec, print0
 from snippets.models.moe import MoE, route
 from snippets.parallel.experts.expert_parallel import ExpertParallelMoE
@@ -150,7 +151,7 @@ def main() -> dict:
     )
     print0(f"dropped by capacity: {dropped}; messages each way: {crossed}")
     print0("the last frame = the dense layer's routing ✓")
-    return {"dropped": dropped, "markdown": {"player": player_html(anim)}}
+    return {"dropped": dropped, "parts": {"player": parts.player(anim)}}
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import torch.distributed as dist
 from snippets.core.charts import picked_timeline
 from snippets.core.claims import law, signed
 from snippets.core.cli import main_entry
+from snippets.core.parts import Excerpt
 from snippets.core.runtime import Spec, print0
 from snippets.models.tiny_gpt import GPT, random_batch
 from snippets.parallel.pipeline.pipeline_executor import execute
@@ -146,7 +147,8 @@ def main() -> dict:
         description="Each rank's forward, backward and weight-gradient spans as they "
         "ran, and its idle time (grey), for the schedule, p, m and v picked.",
     )
-    print0(f"{len(runs)} runs on {world} ranks, fp64; losses equal one process ✓")
+    said = Excerpt()  # what the note shows: how many runs, and their check
+    said(f"{len(runs)} runs on {world} ranks, fp64; losses equal one process ✓")
     print0("schedule      p  m  v  executed bubble  formula (unit times)")
     for r in runs:
         print0(f"{r['schedule']:<12} {r['p']:>2} {r['m']:>2} {r['v'] or '-':>2} "
@@ -154,6 +156,7 @@ def main() -> dict:
     return {
         "figures": {"schedules": figure},
         "markdown": {"gap": gap_sentence(runs)},
+        "excerpts": {"summary": said.lines},
         "runs": runs,
         "provenance": {"backend": dist.get_backend(), "world_size": world},
     }

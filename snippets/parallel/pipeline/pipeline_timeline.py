@@ -34,6 +34,7 @@ from snippets.core.charts import Note, timeline_chart
 from snippets.core.claims import Spread, law, order, signed
 from snippets.core.cli import main_entry, positive_int
 from snippets.core.compare import max_difference
+from snippets.core.parts import Excerpt
 from snippets.core.runtime import Spec, print0
 from snippets.core.traces import chrome_trace, write_chrome_trace
 from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
@@ -254,7 +255,8 @@ def main(m: int = 4, chunks: int = 2, repeats: int = 3, trace_dir=None) -> dict:
     if trace_dir and dist.get_rank() == 0:
         for name, trace in traces.items():
             write_chrome_trace(Path(trace_dir, f"pipeline_{name}.json"), trace)
-    print0(f"p={p} ranks, m={m} micro-batches, fp64; bubble = idle share of p × time")
+    said = Excerpt()  # what the note shows: the run and its checks
+    said(f"p={p} ranks, m={m} micro-batches, fp64; bubble = idle share of p × time")
     print0("schedule         formula  dry run   replay  executed ± spread  peaks")
     for r in rows:
         print0(
@@ -266,12 +268,13 @@ def main(m: int = 4, chunks: int = 2, repeats: int = 3, trace_dir=None) -> dict:
     gap = zb_h1_gap(facts)
     for line in gap.splitlines():
         print0(textwrap.fill(line[2:], 88, subsequent_indent="  "))
-    print0("dry run = formula; autograd's peak = the plan's; loss and gradients equal")
-    print0(f"one process to {max(r['max_error'] for r in rows):.1e} ✓")
-    print0(f"executed - replay, run by run: {facts['gaps']} (messages, noise)")
+    said("dry run = formula; autograd's peak = the plan's; loss and gradients equal")
+    said(f"one process to {max(r['max_error'] for r in rows):.1e} ✓")
+    said(f"executed - replay, run by run: {facts['gaps']} (messages, noise)")
     return {
         "tables": {"schedules": rows},
         "markdown": {"zb_h1_gap": gap},
+        "excerpts": {"summary": said.lines},
         "figures": figures,
         "chrome_traces": traces,
         "provenance": {"backend": dist.get_backend(), "world_size": p},

@@ -33,6 +33,7 @@ import torch.nn as nn
 
 from snippets.core.claims import law
 from snippets.core.cli import main_entry, positive_int
+from snippets.core.parts import Excerpt
 from snippets.core.runtime import Spec, print0
 from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
 from snippets.parallel.sharded import zero
@@ -201,23 +202,29 @@ def main(steps: int = 3) -> dict:
         alone_value == 1.0 and master_value == torch.tensor(0.99).to(LOW).item(),
         "bf16 alone keeps 1.0; the fp32 master reaches 0.99",
     )
-    print0(f"tiny GPT, Ψ = {psi:,}: bf16 weights, grads; fp32 masters; {N} ranks")
+    said = Excerpt()  # what the note shows: the run, and bf16 without masters
+    said(f"tiny GPT, Ψ = {psi:,}: bf16 weights, grads; fp32 masters; {N} ranks")
     print0("stage  paper         bytes/rank     formula   update error vs fp32")
     for r in rows:
         print0(
             f"{r['stage']:>5}  {r['paper']:<12}  {r['bytes_measured']:>10,}"
             f"  {r['bytes_formula']:>10,.0f}   {r['update_error']:.1e}"
         )
-    print0(f"bf16 alone, no masters: update error {alone_error:.1e}", end=" ")
-    print0(f"(bound {UPDATE_TOLERANCE:.0e}); {steps} SGD steps, lr 0.1")
-    print0(f"1.0 after 10 steps of -0.001: bf16 alone {alone_value},", end=" ")
-    print0(f"with a master {master_value}")
+    said(
+        f"bf16 alone, no masters: update error {alone_error:.1e} "
+        f"(bound {UPDATE_TOLERANCE:.0e}); {steps} SGD steps, lr 0.1"
+    )
+    said(
+        f"1.0 after 10 steps of -0.001: bf16 alone {alone_value}, "
+        f"with a master {master_value}"
+    )
     memory = zero_memory.formula_table(psi, "mixed Adam")
     for row in memory:
         if row["N"] == N:
             row |= {f"measured {r['stage']}": r["bytes_measured"] for r in rows}
     return {
         "tables": {"stages": rows, "memory": memory},
+        "excerpts": {"summary": said.lines},
         "bf16_alone_update_error": alone_error,
         "small_updates": {"bf16_alone": alone_value, "master": master_value},
         "provenance": {"backend": dist.get_backend(), "world_size": N},

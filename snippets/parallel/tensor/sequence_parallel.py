@@ -31,7 +31,8 @@ import torch.nn.functional as F
 from snippets.core.claims import law
 from snippets.core.cli import main_entry
 from snippets.core.compare import max_difference
-from snippets.core.runtime import Spec, print0
+from snippets.core.parts import Excerpt
+from snippets.core.runtime import Spec
 from snippets.models.tiny_gpt import GPT, Block, GPTConfig, random_batch
 from snippets.parallel.tensor import sequence_parallel_memory as memory
 from snippets.parallel.tensor.sequence_parallel_ops import (
@@ -186,14 +187,16 @@ def main() -> dict:
     law(worst.max() < 1e-12, worst.tolist())
     comm = memory.comm_rows(logs, b, s, h, t)  # before compare() runs blocks again
     rows = memory.compare(dense, tp, sp, b, s, cfg, group=None)
-    print0(f"tiny GPT H={cfg.n_head} d={h} L={cfg.n_layer}, b={b} s={s}, t={t}")
-    print0(
+    said = Excerpt()  # what the note shows: the run and its differences
+    said(f"tiny GPT H={cfg.n_head} d={h} L={cfg.n_layer}, b={b} s={s}, t={t}")
+    said(
         f"vs one process, max |Δ|: gradients TP {worst[0]:.0e}, SP {worst[1]:.0e};"
         f" loss TP {worst[2]:.0e}, SP {worst[3]:.0e}"
     )
     memory.print_tables(rows, comm)
     return {
         "tables": {"activations": rows, "comm": comm},
+        "excerpts": {"summary": said.lines},
         "max_abs_diff": worst.tolist(),
         "provenance": {"backend": dist.get_backend(), "world_size": t},
     }

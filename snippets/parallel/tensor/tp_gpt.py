@@ -34,6 +34,7 @@ import torch.nn as nn
 from snippets.core.claims import law
 from snippets.core.cli import main_entry, positive_int
 from snippets.core.compare import max_difference
+from snippets.core.parts import Excerpt
 from snippets.core.runtime import Spec, print0
 from snippets.models.tiny_gpt import GPT, Block, GPTConfig, random_batch
 from snippets.parallel.tensor.tensor_parallel import (
@@ -170,7 +171,8 @@ def main(steps: int = 3) -> dict:
     cfg = GPTConfig(n_head=4)  # t = 1, 2 or 4; -n 3 is refused in one line
     out = train_against_dense(cfg, steps)
     b, s, h = 2, cfg.block_size, cfg.n_embd
-    print0(
+    said = Excerpt()  # what the note shows: the run and its count of elements sent
+    said(
         f"tiny GPT H={cfg.n_head} d={h} L={cfg.n_layer} V={cfg.vocab_size}, "
         f"t={t}, b={b} s={s}, fp64 Adam {steps} steps vs one process"
     )
@@ -181,13 +183,14 @@ def main(steps: int = 3) -> dict:
             f" params {r['d_params']:.0e}"
         )
     fwd, bwd = (c["all_reduces"] for c in out["comm"])
-    print0(f"per layer: {fwd} all-reduces forward, {bwd} backward; elements sent")
-    print0(
+    said(f"per layer: {fwd} all-reduces forward, {bwd} backward; elements sent")
+    said(
         f"per rank (ring), measured {out['per_layer']:,.0f}"
         f" = 8·b·s·h·(t−1)/t = {out['formula']:,.0f} ✓"
     )
     return {
         "tables": {"steps": out["steps"], "comm": out["comm"]},
+        "excerpts": {"summary": said.lines},
         "per_layer_sent": out["per_layer"],
         "formula": out["formula"],
         "outside_blocks_sent": out["outside_blocks"],

@@ -34,7 +34,7 @@ def records() -> list:
 def test_the_run_checks_itself_and_draws_a_player() -> None:
     result = launch(moe_dispatch.main, 2, "gloo", 60.0)[0]
     assert result["dropped"] >= 1  # capacity 1.0 turns a token away in this run
-    assert '<figure class="cp-player">' in result["markdown"]["player"]
+    assert result["parts"]["player"]["kind"] == "player"
 
 
 def test_what_moves_is_what_the_exchange_sent(records) -> None:

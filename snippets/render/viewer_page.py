@@ -1,33 +1,33 @@
-"""The viewer's page: a standalone folder that works from file://, or a note's block.
+"""The viewer's standalone page: a folder that works from file://.
 
 ``write_page(graph, out_dir, start)`` writes ``graph.js`` (``window.MODEL_GRAPH =
 {...};``: a script, not JSON, since a page opened from file:// may not ``fetch``; and
 the degrees the overlay opens with, ``window.MODEL_VIEW_START``), the scripts and
-styles a site page with a viewer loads (``hooks/page_assets.py`` lists them: the
+styles a site page with a viewer loads (``snippets/render/kinds.py`` lists them: the
 viewer's own from ``docs/assets/``, the sizing calculator's formulas for the overlay's
 bytes, dagre's browser build from ``node_modules``, which ``npm ci`` installs) and an
 ``index.html`` that loads them by relative path: the folder can be moved, mailed or
 opened offline.
 
-``embed_html(graph, start)`` is the same figure for a note: the graph inline as JSON in
-a ``<figure class="cp-viewer">``, which tells the site's hook to load the scripts, and
-the degrees the overlay opens with (``start``, e.g. ``{"tp": 2, "pp": 2}``).
+A note's viewer is a part of kind ``viewer`` (``snippets.core.parts.viewer``), which
+``snippets.render.fragments.viewer`` writes with the same caption, :func:`summary`.
 """
 
 from __future__ import annotations
 
 import html
-import importlib.util
 import json
 import shutil
 from pathlib import Path
 
 from snippets.core.errors import UsageError
 from snippets.core.registry import REPO_DIR
+from snippets.render.kinds import KINDS
 
 DOCS = REPO_DIR / "docs"
 DAGRE = REPO_DIR / "node_modules" / "@dagrejs" / "dagre" / "dist" / "dagre.min.js"
-MARKER = '<figure class="cp-viewer">'
+VIEWER = KINDS["viewer"]
+NODE = ".cp-node"  # a box the viewer draws (docs/assets/viewer/viewer.js)
 
 PAGE = """<!doctype html>
 <html lang="en">
@@ -41,7 +41,7 @@ PAGE = """<!doctype html>
 <body class="cp-viewer-page">
 <h1>{title}</h1>
 <p>{summary}</p>
-<figure class="cp-viewer"></figure>
+{figure}></figure>
 <script src="graph.js"></script>
 {scripts}
 </body>
@@ -66,14 +66,9 @@ def summary(graph: dict) -> str:
 
 
 def site_assets() -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(scripts in load order, stylesheets) of a site page holding :data:`MARKER`,
-    paths under the site's root, as ``hooks/page_assets.py`` gives them."""
-    path = REPO_DIR / "hooks" / "page_assets.py"
-    spec = importlib.util.spec_from_file_location("page_assets", path)
-    table = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(table)
-    loads = table.needs(MARKER)
-    return loads.scripts, loads.styles
+    """(scripts in load order, stylesheets) of a site page holding a viewer, paths
+    under the site's root, as the table gives them."""
+    return VIEWER.scripts, VIEWER.styles
 
 
 def source(site_path: str) -> Path:
@@ -103,6 +98,7 @@ def write_page(graph: dict, out_dir: Path, start: dict | None = None) -> Path:
             shutil.copy2(source(site_path), out_dir / Path(site_path).name)
         page = PAGE.format(
             title=html.escape(f"{graph['model']}: model viewer"),
+            figure=VIEWER.marker,
             summary=html.escape(summary(graph)),
             styles="\n".join(
                 f'<link rel="stylesheet" href="{Path(s).name}">' for s in styles
@@ -118,20 +114,3 @@ def write_page(graph: dict, out_dir: Path, start: dict | None = None) -> Path:
             f"cannot write the page into {out_dir}: {exc.strerror}"
         ) from None
     return index
-
-
-def embed_html(graph: dict, start: dict | None = None) -> str:
-    """The viewer as a note's HTML block (no blank line: that would end the block)."""
-    first = (
-        f'<script type="application/json" class="cp-viewer__start">'
-        f"{inline_json(start)}</script>\n"
-        if start
-        else ""
-    )
-    return (
-        f"{MARKER}\n"
-        f'<script type="application/json" class="cp-viewer__graph">'
-        f"{inline_json(graph)}</script>\n{first}"
-        f"<figcaption>{html.escape(summary(graph))}</figcaption>\n"
-        "</figure>\n"
-    )

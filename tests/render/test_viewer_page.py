@@ -6,7 +6,10 @@ import json
 import re
 from pathlib import Path
 
-from snippets.viewer.viewer_page import MARKER, embed_html, site_assets, write_page
+from snippets.core import parts
+from snippets.render import render
+from snippets.render.kinds import KINDS
+from snippets.render.viewer_page import site_assets, write_page
 
 
 def small_graph(name: str = "M") -> dict:
@@ -34,11 +37,11 @@ def test_page_folder_holds_everything_it_loads(tmp_path) -> None:
 
 def test_note_block_is_one_html_block_and_cannot_end_its_script_early() -> None:
     graph = small_graph("</script><b>")
-    block = embed_html(graph)
-    assert block.startswith(MARKER) and "\n\n" not in block
+    block = render(parts.viewer(graph))
+    assert block.startswith(KINDS["viewer"].marker + ">") and "\n\n" not in block
     inline = block.split('class="cp-viewer__graph">', 1)[1].split("</script>", 1)[0]
-    assert json.loads(inline) == graph
+    assert json.loads(inline.replace("<\\/", "</")) == graph
     assert "cp-viewer__start" not in block
-    started = embed_html(graph, {"tp": 2, "pp": 2})
+    started = render(parts.viewer(graph, {"tp": 2, "pp": 2}))
     first = started.split('class="cp-viewer__start">', 1)[1].split("</script>", 1)[0]
     assert json.loads(first) == {"tp": 2, "pp": 2} and "\n\n" not in started

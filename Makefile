@@ -73,16 +73,19 @@ test: install lint
 # only (no AVX2/AVX-512 paths), one intra-op thread, and one core kept busy by another
 # program, all at once, into CHECK_DIR (results/ is untouched). The busy loop is killed
 # however run-all ends, and ends by itself if this shell is gone. Exits non-zero if
-# run-all fails. CHECK_ONLY="name ..." checks just those snippets.
+# run-all fails. CHECK_ONLY="name ..." checks just those snippets; CHECK_OBSERVING=1 just
+# the snippets that check an observation (what CI runs before make test).
 CHECK_DIR  ?= .cache/check-machines
 CHECK_ONLY ?=
+CHECK_OBSERVING ?=
 
 check-machines: install
 	@sh -c 'while kill -0 $$PPID 2>/dev/null; do :; done' & busy=$$!; \
 	trap 'kill $$busy 2>/dev/null' EXIT; trap 'exit 130' INT TERM HUP; \
 	ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 \
 	$(BIN)/python -m snippets run-all --force --results $(CHECK_DIR) \
-		$(if $(strip $(CHECK_ONLY)),--only $(CHECK_ONLY))
+		$(if $(strip $(CHECK_ONLY)),--only $(CHECK_ONLY)) \
+		$(if $(strip $(CHECK_OBSERVING)),--observing)
 
 gpu-check: $(if $(filter $(BIN)/python,$(GPU_PYTHON)),$(BIN)/.installed)
 	$(GPU_PYTHON) -m snippets.core.gpu_check

@@ -2,7 +2,7 @@
 
     python -m snippets list
     python -m snippets run NAME [-n N] [--backend auto|gloo|nccl] [--timeout S]
-    python -m snippets run-all [--force] [--only NAME ...] [--results DIR]
+    python -m snippets run-all [--force] [--only NAME ...] [--observing] [--results DIR]
                                [--per-snippet-timeout S] [--jobs J] [--keep-going]
     python -m snippets bench NAME [its own options]
     python -m snippets size [--preset NAME | shape] [parallelism] [--json]
@@ -138,6 +138,11 @@ def build_parser() -> OneLineParser:
     p = sub.add_parser("run-all", help="run every snippet; write results/ for notes")
     p.add_argument("--force", action="store_true", help="rerun unchanged code too")
     p.add_argument("--only", nargs="+", metavar="NAME", help="run just these")
+    p.add_argument(
+        "--observing",
+        action="store_true",
+        help="just the snippets that check an observation (with --only: of those)",
+    )
     p.add_argument("--backend", default="auto", help="auto (default), gloo or nccl")
     p.add_argument(
         "--results", default=str(DEFAULT_RESULTS), help="where to write (results/)"

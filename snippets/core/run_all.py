@@ -25,6 +25,7 @@ code stands, and a good run removes those it no longer covers.
 from __future__ import annotations
 
 import argparse
+import ast
 import hashlib
 import json
 import os
@@ -40,7 +41,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from snippets import render
-from snippets.core import registry, results
+from snippets.core import import_graph, registry, results
 from snippets.core.errors import UsageError
 from snippets.core.run_order import not_run_because, producers_first, run_in_order
 from snippets.core.runtime import choose_backend, gpu_count
@@ -119,6 +120,23 @@ def run_child(
         if proc.returncode != 0:
             return None, _last_line(output, proc.returncode)
         return json.loads(out.read_text(encoding="utf-8")), output
+
+
+def observing(entries: dict[str, registry.Entry]) -> set[str]:
+    """The snippets that check an observation: the file that builds one
+    (``Observation(...)``) is the snippet's own, or a file it imports itself."""
+    builds = set()
+    for path in registry.PACKAGE_DIR.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            func = node.func if isinstance(node, ast.Call) else None
+            if getattr(func, "id", getattr(func, "attr", None)) == "Observation":
+                builds.add(path.resolve())
+                break
+    return {
+        name
+        for name, e in entries.items()
+        if ({e.path.resolve()} | import_graph.local_imports(e.path)) & builds
+    }
 
 
 def command_for(entry: registry.Entry) -> str:
@@ -265,6 +283,8 @@ def _run_all(opts: argparse.Namespace, results_dir: Path) -> int:
     for name in opts.only or []:
         registry.snippet(name)  # an unknown name is a one-line error
     chosen = [e for n, e in entries.items() if not opts.only or n in opts.only]
+    if getattr(opts, "observing", False):
+        chosen = [e for e in chosen if e.name in observing(entries)]
     report: dict[str, str] = {}
     failed: dict[str, str] = {}  # failed or not run: why, and the notes embedding it
     not_run: set[str] = set()

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
 from pathlib import Path
 
 import pytest
 
-from snippets.core import claims
+from snippets.core import claims, registry, run_all
 from snippets.core.claims import Law, Observation
 
 SNIPPETS = Path(__file__).resolve().parents[2] / "snippets"
@@ -108,3 +109,22 @@ def test_a_law_among_observations_still_fails_the_run() -> None:
     broken = Law("never true", lambda f: False)
     with pytest.raises(claims.LawBroken, match="never true"):
         claims.check([obs, broken], case)
+
+
+def test_the_observing_snippets_are_those_that_use_an_observation() -> None:
+    """`run-all --observing` (what CI checks on the plainest CPU) chooses by syntax;
+    the oracle asks the imported modules: a snippet observes when its module holds
+    an Observation or names something from a module that does."""
+    holders = {key.rsplit(".", 1)[0] for key in OBSERVATIONS}
+    entries = registry.snippets_by_name()
+
+    def uses(module) -> bool:
+        names = {module.__name__}
+        for value in vars(module).values():
+            names.add(getattr(value, "__name__" if inspect.ismodule(value) else "", ""))
+            names.add(getattr(value, "__module__", ""))
+        return bool(names & holders)
+
+    chosen = run_all.observing(entries)
+    assert chosen == {n for n, e in entries.items() if uses(e.module)}
+    assert {"same_bits", "crash_resume", "cost_model"} <= chosen and "ddp" not in chosen

@@ -121,6 +121,21 @@ def _once(tmp_path_factory: pytest.TempPathFactory, name: str, make) -> Path:
     return folder
 
 
+# A test that reads results/ may first wait for make test's run-all, which runs beside
+# the suite, then for the one site build: the per-test timeout counts from its call,
+# and these waits have their own bounds (run-all stops each snippet at its own).
+WAITS = {"results_dir", "built_site"}
+RUN_ALL_S, BUILD_S = 3600, 900
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if WAITS & set(getattr(item, "fixturenames", ())):
+            timeout = item.get_closest_marker("timeout")
+            seconds = timeout.args[0] if timeout and timeout.args else 300
+            item.add_marker(pytest.mark.timeout(seconds, func_only=True), append=False)
+
+
 @pytest.fixture(scope="session")
 def results_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """results/ brought up to date by run-all (cached: unchanged code is not rerun)."""
@@ -131,6 +146,7 @@ def results_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
             cwd=REPO,
             capture_output=True,
             text=True,
+            timeout=RUN_ALL_S,
         )
         assert proc.returncode == 0, f"run-all failed:\n{proc.stdout}\n{proc.stderr}"
 
@@ -150,6 +166,7 @@ def built_site(results_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> P
             capture_output=True,
             text=True,
             env=env,
+            timeout=BUILD_S,
         )
         tail = proc.stderr[-4000:]
         assert proc.returncode == 0, f"mkdocs build --strict failed:\n{tail}"

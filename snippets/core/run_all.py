@@ -231,6 +231,11 @@ def run_all(opts: argparse.Namespace) -> int:
     folder (see :func:`one_at_a_time`)."""
     results_dir = Path(opts.results).resolve()
     check_writable(results_dir)
+    # bad input is refused at once, not after another run-all has finished
+    choose_backend(opts.backend, 1)
+    producers_first(registry.snippets_by_name())  # unknown names, circles: one line
+    for name in opts.only or []:
+        registry.snippet(name)  # an unknown name is a one-line error
     signals = (signal.SIGINT, signal.SIGTERM)
     main = threading.current_thread() is threading.main_thread()
     before = [signal.signal(s, _stop_running) for s in signals] if main else []
@@ -277,11 +282,8 @@ def _run_all(opts: argparse.Namespace, results_dir: Path) -> int:
     ``opts.keep_going``: placeholders for what failed, and exit 0."""
     from tqdm import tqdm
 
-    choose_backend(opts.backend, 1)
     entries = registry.snippets_by_name()
-    order = producers_first(entries)  # unknown names, circles: one line
-    for name in opts.only or []:
-        registry.snippet(name)  # an unknown name is a one-line error
+    order = producers_first(entries)
     chosen = [e for n, e in entries.items() if not opts.only or n in opts.only]
     if getattr(opts, "observing", False):
         chosen = [e for e in chosen if e.name in observing(entries)]

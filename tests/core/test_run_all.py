@@ -110,6 +110,8 @@ def test_a_second_run_all_on_one_folder_waits_for_the_first(
     )
     done: list[int] = []
     with FileLock(str(run_all.lock_path(tmp_path))):
+        with pytest.raises(UsageError, match="nope"):  # bad input does not wait
+            run_all.run_all(opts_for(tmp_path, only=["nope"]))
         second = threading.Thread(
             target=lambda: done.append(run_all.run_all(opts_for(tmp_path, force=True)))
         )

@@ -45,9 +45,11 @@ serve: install
 	$(BIN)/python -m snippets run-all --keep-going
 	$(BIN)/mkdocs serve --strict --dev-addr 127.0.0.1:8000
 
-lint: $(BIN)/.installed
+# Python by ruff; the site's JavaScript (ES modules) by Biome (biome.json).
+lint: $(BIN)/.installed node_modules/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	node_modules/.bin/biome ci docs/assets tests/js hooks/typeset.js
 
 # The suite runs in TEST_JOBS processes, each test file whole in one of them (a file's
 # fixtures launch ranks once). run-all starts first and runs beside the suite: a test

@@ -2,9 +2,10 @@
 // One process per build: each stdin line is a JSON list of [tex, display] pairs (one
 // page's math), and the answer is one stdout line, a JSON list of [ok, html or the
 // error message], in the same order.
-"use strict";
-const readline = require("node:readline");
-const katex = require(process.argv[2]);
+import { createRequire } from "node:module";
+import readline from "node:readline";
+
+const katex = createRequire(import.meta.url)(process.argv[2]); // KaTeX's CommonJS
 
 function render([tex, display]) {
   try {
@@ -21,5 +22,5 @@ function render([tex, display]) {
 
 const lines = readline.createInterface({ input: process.stdin, terminal: false });
 lines.on("line", (line) => {
-  process.stdout.write(JSON.stringify(JSON.parse(line).map(render)) + "\n");
+  process.stdout.write(`${JSON.stringify(JSON.parse(line).map(render))}\n`);
 });

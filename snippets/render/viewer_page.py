@@ -7,7 +7,9 @@ styles a site page with a viewer loads (``snippets/render/kinds.py`` lists them:
 viewer's own from ``docs/assets/``, the sizing calculator's formulas for the overlay's
 bytes, dagre's browser build from ``node_modules``, which ``npm ci`` installs) and an
 ``index.html`` that loads them by relative path: the folder can be moved, mailed or
-opened offline.
+opened offline. The site's own scripts are ES modules, which a page opened from
+file:// may not load, so the folder holds them as one classic script, ``viewer.js``
+(:func:`classic_script`): each module's body in a function that returns its exports.
 
 A note's viewer is a part of kind ``viewer`` (``snippets.core.parts.viewer``), which
 ``snippets.render.fragments.viewer`` writes with the same caption, :func:`summary`.
@@ -17,6 +19,8 @@ from __future__ import annotations
 
 import html
 import json
+import posixpath
+import re
 import shutil
 from pathlib import Path
 
@@ -71,6 +75,45 @@ def site_assets() -> tuple[tuple[str, ...], tuple[str, ...]]:
     return VIEWER.scripts, VIEWER.styles
 
 
+IMPORT = re.compile(r'^import (?:\{([^}]*)\}|\* as (\w+)) from "([^"]+)";$', re.M)
+EXPORT = re.compile(r"^export \{([^}]*)\};$", re.M)
+
+
+def classic_script(site_paths: list[str]) -> str:
+    """The site's modules ``site_paths`` (in an order where each follows the ones it
+    imports) as one classic script. A module imports with ``import {a, b as c} from
+    "./x.js"`` or ``import * as X from``, and exports with one ``export {...};``."""
+    names = {path: f"module{i}" for i, path in enumerate(site_paths)}
+    parts = ['(() => {\n"use strict";']
+    for path in site_paths:
+        text = (DOCS / path).read_text(encoding="utf-8")
+
+        def bind(m: re.Match) -> str:
+            where = posixpath.normpath(posixpath.join(posixpath.dirname(path), m[3]))
+            if where not in names or names[where] >= names[path]:
+                raise ValueError(f"{path} imports {m[3]}, not loaded before it")
+            if m[2]:
+                return f"const {m[2]} = {names[where]};"
+            pairs = (n.split(" as ") for n in m[1].replace("\n", " ").split(","))
+            fields = ", ".join(
+                ": ".join(p.strip() for p in pair) for pair in pairs if pair[0].strip()
+            )
+            return f"const {{ {fields} }} = {names[where]};"
+
+        exports = EXPORT.findall(text)
+        body = EXPORT.sub("", IMPORT.sub(bind, text))
+        if len(exports) > 1 or re.search(r"^export ", body, re.M):
+            raise ValueError(f"{path}: export one list, export {{...}};")
+        pairs = (n.split(" as ") for n in (exports[0] if exports else "").split(","))
+        fields = ", ".join(
+            f"{p[-1].strip()}: {p[0].strip()}" for p in pairs if p[0].strip()
+        )
+        parts.append(
+            f"const {names[path]} = (() => {{\n{body}\nreturn {{ {fields} }};\n}})();"
+        )
+    return "\n".join([*parts, "})();"]) + "\n"
+
+
 def source(site_path: str) -> Path:
     """Where a file of the built site comes from: the vendored ones from
     ``node_modules``, the site's own from ``docs/``."""
@@ -94,8 +137,11 @@ def write_page(graph: dict, out_dir: Path, start: dict | None = None) -> Path:
         (out_dir / "graph.js").write_text(
             f"window.MODEL_GRAPH = {inline_json(graph)};\n{first}", encoding="utf-8"
         )
-        for site_path in scripts + styles:  # into one flat folder
+        own = [s for s in scripts if not s.startswith("assets/vendor/")]
+        vendor = [s for s in scripts if s.startswith("assets/vendor/")]
+        for site_path in vendor + list(styles):  # into one flat folder
             shutil.copy2(source(site_path), out_dir / Path(site_path).name)
+        (out_dir / "viewer.js").write_text(classic_script(own), encoding="utf-8")
         page = PAGE.format(
             title=html.escape(f"{graph['model']}: model viewer"),
             figure=VIEWER.marker,
@@ -104,7 +150,8 @@ def write_page(graph: dict, out_dir: Path, start: dict | None = None) -> Path:
                 f'<link rel="stylesheet" href="{Path(s).name}">' for s in styles
             ),
             scripts="\n".join(
-                f'<script src="{Path(s).name}"></script>' for s in scripts
+                f'<script src="{Path(s).name}"></script>'
+                for s in [*vendor, "viewer.js"]
             ),
         )
         index = out_dir / "index.html"

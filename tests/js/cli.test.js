@@ -1,13 +1,11 @@
 // docs/assets/sizing/estimate.js and cli.js (on formulas.js): the calculator's page
 // reads a command line as `python -m snippets size ... --json` does, and gives its
 // object, or the one line it prints for bad input.
-"use strict";
-const assert = require("node:assert/strict");
-const { test } = require("node:test");
-const { load, goldens, assertClose } = require("./ports.js");
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import * as F from "../../docs/assets/sizing/cli.js";
+import { assertClose, goldens } from "./ports.js";
 
-const F = load("sizing/formulas.js", "sizing/estimate.js", "sizing/cli.js")
-  .CPSizingFormulas;
 const G = goldens("cli.json");
 
 test("the cases hold both answers and refusals", () => {
@@ -17,7 +15,8 @@ test("the cases hold both answers and refusals", () => {
 for (const c of G.cases) {
   const argv = c.argv.join(" ");
   test(`size ${argv}`, () => {
-    let found = null, line = null;
+    let found = null,
+      line = null;
     try {
       found = F.size(G.data, c.argv);
     } catch (error) {
@@ -45,7 +44,8 @@ test("every refusal names a field of the page, without argparse's (see --help)",
     assert.ok(!/\(see --help\)|^error: |--[a-z]/.test(shown), shown);
     // its flags become the fields' names ("unknown GPU 'x'" names none: the words
     // do; argparse's "argument --x:" is the field the message sits beside)
-    const rest = c.error.replace(/^error: argument --[a-z-]+: /, "")
+    const rest = c.error
+      .replace(/^error: argument --[a-z-]+: /, "")
       .replace(/ \(see --help\)$/, "");
     const named = /--[a-z]/.test(rest);
     assert.ok(!named || fields.some((f) => shown.includes(`<${f.slice(2)}>`)), shown);
@@ -54,11 +54,17 @@ test("every refusal names a field of the page, without argparse's (see --help)",
 
 test("the page's field message for the command's lines", () => {
   const label = (f) => ({ "--tp": "tp", "--heads": "heads" })[f] || f.slice(2);
-  assert.equal(F.field_message(
-    "error: argument --tp: expected a whole number, got '1.5' (see --help)", label),
-  "expected a whole number, got '1.5'");
-  assert.equal(F.field_message("error: --heads 64 is not divisible by --tp 3", label),
-    "heads 64 is not divisible by tp 3");
+  assert.equal(
+    F.field_message(
+      "error: argument --tp: expected a whole number, got '1.5' (see --help)",
+      label,
+    ),
+    "expected a whole number, got '1.5'",
+  );
+  assert.equal(
+    F.field_message("error: --heads 64 is not divisible by --tp 3", label),
+    "heads 64 is not divisible by tp 3",
+  );
   const given = F.fields_of(G.data, "error: dp·tp·pp·cp = 2 but --gpus is 3");
   assert.deepEqual(given, ["--gpus", "--dp", "--tp", "--pp", "--cp"]);
 });

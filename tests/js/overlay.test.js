@@ -2,12 +2,11 @@
 // overlay_bytes.py and overlay_dp.py: stages, the rank grid, what each rank holds,
 // every collective and its bytes, the bytes per rank and the DP markers; which EP
 // rank holds each expert, and the degrees refused, with the Python's line.
-"use strict";
-const assert = require("node:assert/strict");
-const { test } = require("node:test");
-const { load, goldens, assertClose } = require("./ports.js");
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import * as O from "../../docs/assets/viewer/overlay.js";
+import { assertClose, goldens } from "./ports.js";
 
-const O = load("sizing/formulas.js", "viewer/overlay.js").CPViewerOverlay;
 const G = goldens("overlay.json");
 
 test("stage: layer i of n on stage floor(i·pp/n), before and after the stack", () => {
@@ -31,9 +30,12 @@ test("ranksOfEpRank: the stage's ranks whose dp rank mod ep is r", () => {
 });
 
 test("checkDegrees: ep divides dp and the experts, else the Python's line", () => {
-  assert.ok(G.check_degrees.some((c) => c.want) && G.check_degrees.some((c) => !c.want));
+  assert.ok(
+    G.check_degrees.some((c) => c.want) && G.check_degrees.some((c) => !c.want),
+  );
   for (const c of G.check_degrees) {
-    const g = G.graphs[c.graph], where = `${c.graph} ${JSON.stringify(c.degrees)}`;
+    const g = G.graphs[c.graph],
+      where = `${c.graph} ${JSON.stringify(c.degrees)}`;
     assert.equal(O.checkDegrees(g, c.degrees), c.want, where);
     if (c.want) assert.throws(() => O.collectives(g, c.degrees), { message: c.want });
   }
@@ -41,12 +43,17 @@ test("checkDegrees: ep divides dp and the experts, else the Python's line", () =
 
 // Maps as Python's dicts come out of JSON: plain objects, keys as strings
 function markers(found) {
-  return Object.fromEntries([...found].map(([id, mark]) =>
-    [id, { ...mark, stages: Object.fromEntries(mark.stages) }]));
+  return Object.fromEntries(
+    [...found].map(([id, mark]) => [
+      id,
+      { ...mark, stages: Object.fromEntries(mark.stages) },
+    ]),
+  );
 }
 
 for (const c of G.cases) {
-  const g = G.graphs[c.graph], d = c.degrees;
+  const g = G.graphs[c.graph],
+    d = c.degrees;
   test(`${c.graph} at ${JSON.stringify(d)}`, () => {
     const held = O.held(g, d).map(([m, s, psi, prec]) => [m.id, s, psi, prec]);
     assertClose(held, c.held, "held");

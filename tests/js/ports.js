@@ -1,24 +1,9 @@
-// What the node tests share: the site's browser scripts, loaded as a page loads them,
-// and the goldens tests/js/write_goldens.py computed with the Python they port.
-"use strict";
-const assert = require("node:assert/strict");
-const fs = require("node:fs");
-const path = require("node:path");
-const vm = require("node:vm");
+// What the node tests share: the goldens tests/js/write_goldens.py computed with the Python they port.
+import assert from "node:assert/strict";
+import fs from "node:fs";
+import path from "node:path";
 
-const ASSETS = path.resolve(__dirname, "..", "..", "docs", "assets");
-const GOLDENS = path.join(__dirname, "goldens");
-
-// Each file is a classic script, an IIFE that puts its API on `window` and reads the
-// APIs of the files before it from there: run them in order in one global scope.
-function load(...files) {
-  globalThis.window ??= {};
-  for (const file of files) {
-    const where = path.join(ASSETS, file);
-    vm.runInThisContext(fs.readFileSync(where, "utf8"), { filename: where });
-  }
-  return globalThis.window;
-}
+const GOLDENS = path.join(import.meta.dirname, "goldens");
 
 function goldens(name) {
   const file = path.join(GOLDENS, name);
@@ -37,12 +22,16 @@ function assertClose(got, want, where) {
   if (typeof want === "number") {
     assert.equal(typeof got, "number", `${where}: ${got} is not a number`);
     const diff = Math.abs(got - want);
-    assert.ok(diff <= REL * Math.max(Math.abs(got), Math.abs(want)),
-      `${where}: got ${got}, Python gives ${want}`);
+    assert.ok(
+      diff <= REL * Math.max(Math.abs(got), Math.abs(want)),
+      `${where}: got ${got}, Python gives ${want}`,
+    );
   } else if (Array.isArray(want)) {
     assert.ok(Array.isArray(got), `${where}: ${JSON.stringify(got)} is not a list`);
     assert.equal(got.length, want.length, `${where}: length`);
-    want.forEach((w, i) => assertClose(got[i], w, `${where}[${i}]`));
+    want.forEach((w, i) => {
+      assertClose(got[i], w, `${where}[${i}]`);
+    });
   } else if (want !== null && typeof want === "object") {
     assert.ok(got !== null && typeof got === "object", `${where}: not an object`);
     const keys = Object.keys(want);
@@ -53,4 +42,4 @@ function assertClose(got, want, where) {
   }
 }
 
-module.exports = { load, goldens, assertClose };
+export { assertClose, goldens };

@@ -1,11 +1,8 @@
 // docs/assets/predict/predict.js: how a reader's typed guess is read, and what the
 // page says of it against the answer the build computed.
-"use strict";
-const assert = require("node:assert/strict");
-const { test } = require("node:test");
-const { load } = require("./ports.js");
-
-const P = load("predict/predict.js").CPPredict;
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import * as P from "../../docs/assets/predict/predict.js";
 
 test("a guess is read in the forms a person types", () => {
   assert.equal(P.parse("1572864"), 1572864);

@@ -16,6 +16,8 @@ table = load_hook("page_assets")
 URL = "blog/2026/01/02/a-note/"  # five folders deep: paths start ../../../../../
 BUNDLE = '<script src="../../../../../assets/javascripts/bundle.5f3a.min.js"></script>'
 PAGE = "<html><head><title>t</title></head><body>{body}" + BUNDLE + "</body></html>"
+# the site's own scripts are modules, the vendored ones and Material's classic scripts
+SRC = re.compile(r'<script (?:type="module" )?src="([^"]+)"')
 EVERY_MARKER = (
     '<figure class="cp-chart"></figure><figure class="cp-player"></figure>'
     '<figure class="cp-viewer"></figure><figure class="cp-sizing" id="calculator">'
@@ -42,7 +44,7 @@ def test_every_file_loads_once_in_the_tables_order_where_it_works() -> None:
     assert all(table.holds(EVERY_MARKER, m) for m, _ in table.ASSETS)
     out = served(EVERY_MARKER)
     head, body = out.split("</head>")
-    srcs = [site_path(s) for s in re.findall(r'<script src="([^"]+)"', out)]
+    srcs = [site_path(s) for s in SRC.findall(out)]
     hrefs = [site_path(h) for h in re.findall(r'<link [^>]*href="([^"]+)"', head)]
     scripts = [f for _, row in table.ASSETS for f in row.scripts]
     styles = [f for _, row in table.ASSETS for f in row.styles]
@@ -54,7 +56,7 @@ def test_every_file_loads_once_in_the_tables_order_where_it_works() -> None:
 
 def test_a_page_loads_only_the_rows_it_holds() -> None:
     out = served('<figure class="cp-player"></figure>')
-    srcs = {site_path(s) for s in re.findall(r'<script src="([^"]+)"', out)}
+    srcs = {site_path(s) for s in SRC.findall(out)}
     row = dict(table.ASSETS)['<figure class="cp-player"']
     assert srcs == {*row.scripts, "assets/javascripts/bundle.5f3a.min.js"}
 
@@ -89,9 +91,7 @@ def test_math_and_diagrams_load_no_script() -> None:
         '<figure class="cp-figure"><svg class="cp-diagram"></svg></figure>'
     )
     out = served(body)
-    assert re.findall(r'<script src="([^"]+)"', out) == [
-        "../../../../../assets/javascripts/bundle.5f3a.min.js"
-    ]
+    assert SRC.findall(out) == ["../../../../../assets/javascripts/bundle.5f3a.min.js"]
     hrefs = [site_path(h) for h in re.findall(r'<link [^>]*href="([^"]+)"', out)]
     assert hrefs == ["assets/vendor/katex/katex.min.css"]
     assert not any("mermaid" in f for _, row in table.ASSETS for f in row.scripts)

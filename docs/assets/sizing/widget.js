@@ -12,45 +12,117 @@
    the figures stay the last valid configuration's, dimmed and labelled stale. A
    summary (role=status) heads the results: beside the form on a wide page, where
    the results column stays in view (sticky); stuck under the header on a phone. */
-(function () {
-  "use strict";
-  const F = window.CPSizingFormulas, R = window.CPSizingRender, el = R.el;
-  const figure = document.querySelector("figure.cp-sizing");
-  if (!figure) return;
+import { error_line, field_message, fields_of, size } from "./cli.js";
+import { el, render, summary } from "./render.js";
+
+function mount(figure) {
   const data = JSON.parse(figure.querySelector(".cp-sizing__data").textContent);
   // the note's first command, at micro-batch 1
-  const START = ["--preset", "llama3-8b", "--dp", "8", "--zero", "3", "--recompute",
-    "selective"];
+  const START = [
+    "--preset",
+    "llama3-8b",
+    "--dp",
+    "8",
+    "--zero",
+    "3",
+    "--recompute",
+    "selective",
+  ];
   const MODES = { custom: "custom shape", params: "a bare parameter count" };
   const GROUPS = [
-    ["Model", ["--preset", "--arch", "--layers", "--hidden", "--heads", "--kv-heads",
-      "--ffn", "--vocab", "--params", "--seq"]],
-    ["Batch and parallelism", ["--micro-batch", "--global-batch", "--dp", "--tp",
-      "--pp", "--vpp", "--cp", "--zero", "--sequence-parallel"]],
-    ["Mixture of experts", ["--experts", "--top-k", "--shared-experts",
-      "--expert-ffn", "--moe-every", "--dense-layers", "--ep"]],
-    ["Memory and FLOPs", ["--recompute", "--no-flash", "--precision", "--grad-bytes",
-      "--optimizer", "--causal-halving"]],
-    ["Hardware", ["--gpu", "--gpus", "--gpus-per-node", "--intra-link",
-      "--efficiency", "--overlap"]],
+    [
+      "Model",
+      [
+        "--preset",
+        "--arch",
+        "--layers",
+        "--hidden",
+        "--heads",
+        "--kv-heads",
+        "--ffn",
+        "--vocab",
+        "--params",
+        "--seq",
+      ],
+    ],
+    [
+      "Batch and parallelism",
+      [
+        "--micro-batch",
+        "--global-batch",
+        "--dp",
+        "--tp",
+        "--pp",
+        "--vpp",
+        "--cp",
+        "--zero",
+        "--sequence-parallel",
+      ],
+    ],
+    [
+      "Mixture of experts",
+      [
+        "--experts",
+        "--top-k",
+        "--shared-experts",
+        "--expert-ffn",
+        "--moe-every",
+        "--dense-layers",
+        "--ep",
+      ],
+    ],
+    [
+      "Memory and FLOPs",
+      [
+        "--recompute",
+        "--no-flash",
+        "--precision",
+        "--grad-bytes",
+        "--optimizer",
+        "--causal-halving",
+      ],
+    ],
+    [
+      "Hardware",
+      [
+        "--gpu",
+        "--gpus",
+        "--gpus-per-node",
+        "--intra-link",
+        "--efficiency",
+        "--overlap",
+      ],
+    ],
   ];
   const LABELS = {
-    "--preset": "model", "--no-flash": "FlashAttention", "--kv-heads": "kv heads",
-    "--micro-batch": "micro-batch b", "--global-batch": "global batch B",
-    "--gpus-per-node": "GPUs a node", "--gpu": "GPU", "--gpus": "GPUs",
-    "--sequence-parallel": "sequence parallel", "--grad-bytes": "gradient bytes",
-    "--intra-link": "link in a node", "--causal-halving": "causal ÷2 (Megatron)",
-    "--params": "parameters", "--experts": "experts E", "--top-k": "top-k",
-    "--shared-experts": "shared experts", "--expert-ffn": "expert ffn",
-    "--moe-every": "MoE every k-th layer", "--dense-layers": "first dense layers",
+    "--preset": "model",
+    "--no-flash": "FlashAttention",
+    "--kv-heads": "kv heads",
+    "--micro-batch": "micro-batch b",
+    "--global-batch": "global batch B",
+    "--gpus-per-node": "GPUs a node",
+    "--gpu": "GPU",
+    "--gpus": "GPUs",
+    "--sequence-parallel": "sequence parallel",
+    "--grad-bytes": "gradient bytes",
+    "--intra-link": "link in a node",
+    "--causal-halving": "causal ÷2 (Megatron)",
+    "--params": "parameters",
+    "--experts": "experts E",
+    "--top-k": "top-k",
+    "--shared-experts": "shared experts",
+    "--expert-ffn": "expert ffn",
+    "--moe-every": "MoE every k-th layer",
+    "--dense-layers": "first dense layers",
     "--ep": "ep (inside dp)",
   };
   const SLIDERS = { "--efficiency": [0.05, 1, 0.05], "--overlap": [0, 1, 0.05] };
   const HINTS = { kv_heads: "= heads", ffn: "4 × hidden" }; // a custom shape's
   const options = Object.fromEntries(data.options.map((o) => [o.flag, o]));
   const key = (flag) => flag.slice(2).replaceAll("-", "_");
-  const shapeFlags = ["--arch"].concat(data.shape.map(
-    (k) => `--${k.replaceAll("_", "-")}`));
+  const shapeFlags = ["--arch"].concat(
+    data.shape.map((k) => `--${k.replaceAll("_", "-")}`),
+  );
   const moeFlags = data.moe.map((k) => `--${k.replaceAll("_", "-")}`);
   const controls = {};
   let uid = 0;
@@ -63,8 +135,8 @@
   }
 
   function choices(o) {
-    if (o.flag === "--preset") return Object.keys(data.models).concat(["custom",
-      "params"]);
+    if (o.flag === "--preset")
+      return Object.keys(data.models).concat(["custom", "params"]);
     if (o.flag === "--gpu") return Object.keys(data.gpus);
     if (o.flag === "--arch") return [""].concat(o.choices);
     return o.choices;
@@ -86,15 +158,35 @@
       }
     } else {
       const isInt = o.type.endsWith("_int");
-      input = el("input", { type: "text", id: id, autocomplete: "off",
-        spellcheck: "false", inputmode: isInt ? "numeric" : "decimal" }, field);
+      input = el(
+        "input",
+        {
+          type: "text",
+          id: id,
+          autocomplete: "off",
+          spellcheck: "false",
+          inputmode: isInt ? "numeric" : "decimal",
+        },
+        field,
+      );
       input.addEventListener("keydown", (event) => stepKey(event, o, input));
       if (SLIDERS[o.flag]) {
         const [lo, hi, step] = SLIDERS[o.flag];
-        const slider = el("input", { type: "range", min: lo, max: hi, step: step,
-          "aria-label": `${label.textContent} (slider)` }, field);
+        const slider = el(
+          "input",
+          {
+            type: "range",
+            min: lo,
+            max: hi,
+            step: step,
+            "aria-label": `${label.textContent} (slider)`,
+          },
+          field,
+        );
         // the text field is the value; the form's listener then updates
-        slider.addEventListener("input", () => { input.value = slider.value; });
+        slider.addEventListener("input", () => {
+          input.value = slider.value;
+        });
         input.addEventListener("input", () => {
           if (Number.isFinite(Number(input.value))) slider.value = input.value;
         });
@@ -113,13 +205,18 @@
   // value by its step, as a number box would; other keys type
   function stepKey(event, o, input) {
     if (event.key !== "ArrowUp" && event.key !== "ArrowDown") return;
-    const sign = event.key === "ArrowUp" ? 1 : -1, text = input.value.trim();
+    const sign = event.key === "ArrowUp" ? 1 : -1,
+      text = input.value.trim();
     const start = text !== "" ? text : input.placeholder;
     if (o.type.endsWith("_int")) {
       if (!/^[+-]?\d+$/.test(start) && start !== "") return;
       const least = o.type === "positive_int" ? 1 : 0;
-      input.value = String(Math.max(least, (start === "" ? least : Number(start)) +
-        (start === "" ? 0 : sign)));
+      input.value = String(
+        Math.max(
+          least,
+          (start === "" ? least : Number(start)) + (start === "" ? 0 : sign),
+        ),
+      );
     } else if (SLIDERS[o.flag] && Number.isFinite(Number(start)) && start !== "") {
       const [lo, hi, step] = SLIDERS[o.flag];
       const next = Math.min(hi, Math.max(lo, Number(start) + sign * step));
@@ -149,8 +246,12 @@
   const more = el("div", { class: "cp-sizing__more" }, layout);
   const table = el("div", { class: "cp-sizing__results" }, more);
   const cmd = el("code", {}, el("pre", { class: "cp-sizing__cmd" }, more));
-  const link = el("a", { class: "cp-sizing__link", href: "#calculator" },
-    el("p", {}, more), "Link to this configuration");
+  const link = el(
+    "a",
+    { class: "cp-sizing__link", href: "#calculator" },
+    el("p", {}, more),
+    "Link to this configuration",
+  );
 
   function setValue(flag, value) {
     const c = controls[flag];
@@ -174,7 +275,8 @@
   const mode = () => controls["--preset"].value;
 
   function argv() {
-    const found = [], m = mode();
+    const found = [],
+      m = mode();
     for (const o of data.options) {
       const c = controls[o.flag];
       if (o.flag === "--preset") {
@@ -183,9 +285,12 @@
         if (!c.checked) found.push(o.flag);
       } else if (o.switch) {
         if (c.checked) found.push(o.flag);
-      } else if (o.flag === "--params" ? m === "params"
-        : !shapeFlags.includes(o.flag) && !moeFlags.includes(o.flag)
-          || m !== "params") {
+      } else if (
+        o.flag === "--params"
+          ? m === "params"
+          : (!shapeFlags.includes(o.flag) && !moeFlags.includes(o.flag)) ||
+            m !== "params"
+      ) {
         if (c.value !== "" && c.value !== shown(o)) found.push(o.flag, c.value);
       }
     }
@@ -215,16 +320,19 @@
     const parts = [];
     for (let i = 0; i < list.length; i++) {
       const name = encodeURIComponent(list[i].slice(2));
-      parts.push(options[list[i]].switch ? name
-        : `${name}=${encodeURIComponent(list[++i])}`);
+      parts.push(
+        options[list[i]].switch ? name : `${name}=${encodeURIComponent(list[++i])}`,
+      );
     }
     return parts.join("&");
   }
-  const quote = (s) => (/^[\w.,:+=@%/-]+$/.test(s) ? s
-    : `'${s.replace(/'/g, "'\\''")}'`);
+  const quote = (s) =>
+    /^[\w.,:+=@%/-]+$/.test(s) ? s : `'${s.replace(/'/g, "'\\''")}'`;
 
   function placeholders(r) {
-    const m = mode(), preset = data.models[m], c = r && r.inputs;
+    const m = mode(),
+      preset = data.models[m],
+      c = r?.inputs;
     for (const flag of shapeFlags) {
       const hint = HINTS[key(flag)] || "required";
       if (flag !== "--arch") {
@@ -233,10 +341,11 @@
       controls[flag].field.hidden = m === "params";
     }
     controls["--params"].field.hidden = m !== "params";
-    for (const flag of moeFlags) { // a preset's own, or the model is dense
+    for (const flag of moeFlags) {
+      // a preset's own, or the model is dense
       const own = preset ? preset[key(flag)] : undefined;
-      controls[flag].placeholder = own !== undefined ? String(own)
-        : flag === "--experts" ? "dense" : "";
+      controls[flag].placeholder =
+        own !== undefined ? String(own) : flag === "--experts" ? "dense" : "";
       controls[flag].field.hidden = m === "params";
     }
     controls["--seq"].placeholder = preset ? String(preset.seq) : "required";
@@ -259,10 +368,13 @@
       c.field.classList.remove("cp-sizing__field--invalid");
     }
     message.remove();
-    const named = line === null ? [] : F.fields_of(data, line)
-      .filter((f) => controls[f] && !controls[f].field.hidden);
-    const given = named.filter((f) => list.includes(f) ||
-      (f === "--preset" && !(mode() in MODES)));
+    const named =
+      line === null
+        ? []
+        : fields_of(data, line).filter((f) => controls[f] && !controls[f].field.hidden);
+    const given = named.filter(
+      (f) => list.includes(f) || (f === "--preset" && !(mode() in MODES)),
+    );
     marked = (given.length ? given : named).map((f) => controls[f]);
     if (!marked.length) return null;
     const filled = (c) => c.type === "text" && c.value !== "";
@@ -272,7 +384,7 @@
       c.setAttribute("aria-describedby", message.id);
       c.field.classList.add("cp-sizing__field--invalid");
     }
-    message.textContent = F.field_message(line, label);
+    message.textContent = field_message(line, label);
     at.field.append(message);
     return at;
   }
@@ -290,26 +402,30 @@
       });
       error.append(`: ${message.textContent}. `);
     } else {
-      error.append(`${F.field_message(line, label)}. `);
+      error.append(`${field_message(line, label)}. `);
     }
-    error.append(before ? "The figures below are stale: they are the last valid "
-      + "configuration's." : "No figures until the configuration is valid.");
+    error.append(
+      before
+        ? "The figures below are stale: they are the last valid " + "configuration's."
+        : "No figures until the configuration is valid.",
+    );
   }
 
   let last = { argv: [], result: null, error: null, query: "" };
   let drawn = null; // the result the figures show
   function update(byReader, edited) {
     const list = argv();
-    let result = null, line = null;
+    let result = null,
+      line = null;
     try {
-      result = F.size(data, list);
+      result = size(data, list);
     } catch (e) {
-      line = F.error_line(e);
+      line = error_line(e);
     }
     placeholders(result);
     const at = mark(line, edited, list);
     if (result) {
-      R.render(results, result, data.palette, table);
+      render(results, result, data.palette, table);
       drawn = result;
     } else {
       explain(line, at, drawn !== null);
@@ -318,11 +434,12 @@
     figure.classList.toggle("cp-sizing--invalid", line !== null);
     results.dataset.stale = table.dataset.stale = String(line !== null);
     if (line === null) {
-      status.textContent = R.summary(result);
+      status.textContent = summary(result);
     } else {
       const names = marked.map((c) => c.field.querySelector("label").textContent);
-      status.textContent = `Not recomputed: ${names.length ? `fix ${names.join(", ")}`
-        : F.field_message(line, label)}` + (drawn ? "; the figures are stale" : "");
+      status.textContent = `Not recomputed: ${
+        names.length ? `fix ${names.join(", ")}` : field_message(line, label)
+      }${drawn ? "; the figures are stale" : ""}`;
     }
     const q = query(list);
     cmd.textContent = ["python -m snippets size"].concat(list.map(quote)).join(" ");
@@ -336,8 +453,10 @@
 
   let lastMode = null;
   form.addEventListener("input", (event) => {
-    if (event.target === controls["--preset"]) { // a new model: from its shape on
-      const was = data.models[lastMode], m = mode();
+    if (event.target === controls["--preset"]) {
+      // a new model: from its shape on
+      const was = data.models[lastMode],
+        m = mode();
       for (const flag of shapeFlags) {
         controls[flag].value = m === "custom" && was ? String(was[key(flag)]) : "";
       }
@@ -363,4 +482,7 @@
   apply(fromUrl.length ? fromUrl : START);
   lastMode = mode();
   window.cpSizing = { apply: apply, argv: argv, last: () => last, data: data };
-})();
+}
+
+const figure = document.querySelector("figure.cp-sizing");
+if (figure) mount(figure);

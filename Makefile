@@ -90,7 +90,7 @@ check-machines: install
 		$(if $(strip $(CHECK_OBSERVING)),--observing)
 
 gpu-check: $(if $(filter $(BIN)/python,$(GPU_PYTHON)),$(BIN)/.installed)
-	$(GPU_PYTHON) -m snippets.core.gpu_check
+	$(GPU_PYTHON) -m snippets.tools.gpu_check
 
 clean:
 	rm -rf site results .cache

@@ -11,7 +11,7 @@
                             package.module:inputs] [--out DIR] [--open]
 
 Snippets and benchmarks are found by :mod:`snippets.core.registry`; ``run-all`` lives in
-:mod:`snippets.core.run_all`. Every number an option takes is checked by the parser,
+:mod:`snippets.tools.run_all`. Every number an option takes is checked by the parser,
 so bad input is one line and exit status 2.
 """
 
@@ -32,8 +32,8 @@ from snippets.core.cli import (
     positive_int,
     snippet_options,
 )
-from snippets.core.run_all import DEFAULT_RESULTS, check_writable, run_all
 from snippets.core.runtime import choose_backend, run, under_torchrun
+from snippets.tools.run_all import DEFAULT_RESULTS, check_writable, run_all
 
 
 def cmd_list(opts: argparse.Namespace) -> int:

@@ -3,7 +3,8 @@
 Imported by the runner (``run-all``), the CLI and the hooks, never by a snippet: a
 snippet returns tables, chart specs and parts (``snippets.core.parts``); this package
 alone writes HTML, each kind with the marker and assets of the one table,
-``snippets/render/kinds.py``.
+``snippets/render/kinds.py``. One floor above ``core``, beside ``sizing``
+(floors: ``tests/core/test_floors.py``).
 """
 
 from snippets.render.fragments import render

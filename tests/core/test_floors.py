@@ -1,9 +1,10 @@
 """The floors of ``snippets/``: its folders form no import cycle, and no folder
 imports a folder above it. ``core`` is the ground floor; the pure formulas of
-``sizing`` sit on it; ``models`` above those; then the building blocks, the
-strategies, what runs on them, and the exercises over everything. Folders that share a
-floor import none of each other. The command line (``snippets/__main__.py``) stands
-apart: it may import any folder, and none imports it."""
+``sizing`` and the renderer sit on it; ``models`` above those; then the building
+blocks, the strategies, what runs on them, the exercises, and over everything the
+machinery that runs them all. Folders that share a floor import none of each other.
+The command line (``snippets/__main__.py``) stands apart: it may import any folder,
+and none imports it."""
 
 from __future__ import annotations
 
@@ -16,12 +17,13 @@ from snippets.core import import_graph, registry
 SNIPPETS = REPO / "snippets"
 FLOORS: list[tuple[str, ...]] = [  # lowest first
     ("core",),  # runtime, results, registry, charts: what every snippet imports
-    ("sizing",),  # the calculator's pure formulas: no torch model in sight
+    ("sizing", "render"),  # the calculator's pure formulas; parts and results drawn
     ("models",),  # the tiny GPT and its layers (MoE included)
     ("comm", "attention"),  # collectives by hand; attention kernels
     ("parallel",),  # the strategies, built on models, comm and attention
     ("hardware", "faults", "viewer"),  # what runs on the strategies, and shows them
     ("exercises",),  # the reader's versions, graded against every floor below
+    ("tools",),  # run-all and the GPU check: they run every floor, as processes
 ]
 FLOOR = {folder: level for level, floors in enumerate(FLOORS) for folder in floors}
 

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from snippets.core import claims, registry, run_all
+from snippets.core import claims, registry
 from snippets.core.claims import Law, Observation
+from snippets.tools import run_all
 
 SNIPPETS = Path(__file__).resolve().parents[2] / "snippets"
 

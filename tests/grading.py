@@ -18,8 +18,9 @@ from conftest import REPO, process_children
 
 from snippets.exercises import exercise_cli
 
-WRONG = Path(__file__).parent / "wrong"
-RIGHT = Path(__file__).parent / "right"  # learners' own ways that keep the contract
+WRONG = Path(__file__).parent / "exercises" / "wrong"
+# learners' own ways that keep the contract
+RIGHT = Path(__file__).parent / "exercises" / "right"
 
 
 @pytest.fixture(name="graded")

@@ -1,6 +1,6 @@
 """``make gpu-check``: everything one CUDA GPU can run, in under 8 minutes, reported.
 
-    python -m snippets.core.gpu_check [--results DIR] [--budget S]
+    python -m snippets.tools.gpu_check [--results DIR] [--budget S]
 
 Three steps, each in its own process session with its own time limit inside one total
 budget (a step that runs over is killed with everything it started):
@@ -14,7 +14,7 @@ budget (a step that runs over is killed with everything it started):
    (``SPEC.gpu_path``), so their ``results/`` come from the GPU.
 
 It writes ``results/gpu_check.md`` (short, for a note to include; rendered by
-:mod:`snippets.core.gpu_report`) and ``results/gpu_check.json``, and exits 1 if a step
+:mod:`snippets.tools.gpu_report`) and ``results/gpu_check.json``, and exits 1 if a step
 failed. Without CUDA it refuses in one line (exit status 2).
 """
 
@@ -35,15 +35,15 @@ from pathlib import Path
 import torch
 
 from snippets.core.cli import OneLineParser, positive_float
-from snippets.core.gpu_report import (
+from snippets.core.registry import snippets_by_name
+from snippets.core.results import provenance
+from snippets.tools.gpu_report import (
     TFLOPS_STEP,
     parse_junit,
     parse_tflops,
     report,
     tflops_rows,
 )
-from snippets.core.registry import snippets_by_name
-from snippets.core.results import provenance
 
 REPO_DIR = Path(__file__).resolve().parents[2]
 BUDGET_S = 450.0  # all steps together: 8 minutes, less start-up and the report
@@ -157,7 +157,7 @@ def environment() -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = OneLineParser(prog="python -m snippets.core.gpu_check")
+    parser = OneLineParser(prog="python -m snippets.tools.gpu_check")
     parser.add_argument("--results", default=str(REPO_DIR / "results"), metavar="DIR")
     parser.add_argument("--budget", type=positive_float, default=BUDGET_S, metavar="S")
     opts = parser.parse_args(argv)

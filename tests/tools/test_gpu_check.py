@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from snippets.core import gpu_check, gpu_report
+from snippets.tools import gpu_check, gpu_report
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testsuites><testsuite name="pytest" tests="6">
@@ -63,7 +63,7 @@ def step(name: str, status: str, output: str = "", seconds: float = 1.0) -> dict
 
 def test_without_a_gpu_it_refuses_in_one_line(tmp_path) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "snippets.core.gpu_check", "--results", str(tmp_path)],
+        [sys.executable, "-m", "snippets.tools.gpu_check", "--results", str(tmp_path)],
         cwd=REPO,
         capture_output=True,
         text=True,

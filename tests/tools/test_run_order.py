@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from snippets.core import run_order
 from snippets.core.runtime import Spec
+from snippets.tools import run_order
 
 
 def stand_ins(**reads: tuple[str, ...]) -> list[SimpleNamespace]:

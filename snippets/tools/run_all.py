@@ -7,7 +7,7 @@ A snippet is not rerun while its code (its whole import closure, see
 :func:`snippets.core.results.code_hash`) and the results of other snippets it reads
 (``SPEC.reads``, see :func:`snippets.core.results.cache_key`) are what they were at
 its last good run on the same backend. The snippets it reads run before it (see
-:mod:`snippets.core.run_order`), and it is not run at all if one of them fails;
+:mod:`snippets.tools.run_order`), and it is not run at all if one of them fails;
 snippets that report times run alone; the others run ``--jobs`` at a time. A child
 finds the results folder through :func:`snippets.core.results.results_folder`. The
 run exits 1 naming every snippet that failed or was not run, and the note that
@@ -43,8 +43,8 @@ from pathlib import Path
 from snippets import render
 from snippets.core import import_graph, registry, results
 from snippets.core.errors import UsageError
-from snippets.core.run_order import not_run_because, producers_first, run_in_order
 from snippets.core.runtime import choose_backend, gpu_count
+from snippets.tools.run_order import not_run_because, producers_first, run_in_order
 
 DEFAULT_RESULTS = registry.REPO_DIR / "results"
 # The last line of every placeholder: how run-all tells one from a good run's file.

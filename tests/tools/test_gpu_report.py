@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from snippets.core import gpu_report
+from snippets.tools import gpu_report
 
 # One case of each outcome; <error> (a broken fixture) counts as a failure too.
 JUNIT = """<?xml version="1.0"?>
@@ -71,7 +71,7 @@ def test_markdown_table_by_hand() -> None:
 
 
 def test_the_roofline_lines_keep_measured_and_published_apart() -> None:
-    from snippets.core.gpu_report import roof_lines
+    from snippets.tools.gpu_report import roof_lines
 
     roof = {"peak_matmul_flops": 7.5e14, "peak_dtype": "bf16",
             "peak_shape": "8192×8192×8192", "bandwidth_bytes_per_s": 4.3e12,

@@ -129,11 +129,18 @@ RUN_ALL_S, BUILD_S = 3600, 900
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    waits: dict[str, int] = {}  # file → 1 if a test reads results/, 2 if the site
     for item in items:
-        if WAITS & set(getattr(item, "fixturenames", ())):
+        needs = WAITS & set(getattr(item, "fixturenames", ()))
+        if needs:
             timeout = item.get_closest_marker("timeout")
             seconds = timeout.args[0] if timeout and timeout.args else 300
             item.add_marker(pytest.mark.timeout(seconds, func_only=True), append=False)
+            file = item.nodeid.split("::")[0]
+            waits[file] = max(waits.get(file, 0), 2 if "built_site" in needs else 1)
+    # Files that wait go last, the site's after the rest (the sort is stable), so that
+    # no worker sits waiting for run-all while tests that need nothing are left.
+    items.sort(key=lambda item: waits.get(item.nodeid.split("::")[0], 0))
 
 
 @pytest.fixture(scope="session")

@@ -11,6 +11,7 @@ keep files, and the floors of ``snippets/``, free of them).
 from __future__ import annotations
 
 import ast
+import hashlib
 import re
 from pathlib import Path
 from typing import TypeVar
@@ -38,10 +39,21 @@ def local_imports(path: Path) -> set[Path]:
     at any depth (imports inside functions too); so does each package's ``__init__``.
     Imports under ``if TYPE_CHECKING:`` do not: Python never runs them.
     """
-    dotted = ".".join(path.resolve().relative_to(REPO_DIR).with_suffix("").parts)
+    source = path.read_bytes()
+    key = (path.resolve(), hashlib.sha1(source).digest())  # an edited file is read anew
+    if key not in _PARSED:
+        _PARSED[key] = frozenset(_imports_in(key[0], source))
+    return set(_PARSED[key])
+
+
+_PARSED: dict[tuple[Path, bytes], frozenset[Path]] = {}  # parsing is the cost
+
+
+def _imports_in(path: Path, source: bytes) -> set[Path]:
+    dotted = ".".join(path.relative_to(REPO_DIR).with_suffix("").parts)
     package = dotted.rsplit(".", 1)[0]
     targets: set[str] = set()
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = ast.parse(source)
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and _type_checking(node.test):
             node.body = []  # walked after this node: its imports are never run

@@ -62,6 +62,7 @@ BENCH = "attention"
 SPEC = Spec(
     timed=True,  # it measures time: run-all runs it alone
     gpu_path=True,
+    gpu_bench=("--tflops", "--json"),  # the forward's TFLOP/s beside SDPA's
     summary="attention fwd+bwd: time and measured peak memory, naive vs tiled vs SDPA",
 )
 IMPLS = ("naive", "flash", "sdpa", "triton")

@@ -76,6 +76,8 @@ class Spec:
     timeout_s: float = DEFAULT_TIMEOUT_S
     timed: bool = False  # it reports times: run-all runs nothing else beside it
     gpu_path: bool = False  # it has a CUDA path: ``make gpu-check`` runs it on the GPU
+    # a benchmark's options for the GPU check's TFLOP/s step (JSON records, one a line)
+    gpu_bench: tuple[str, ...] = ()
     reads: tuple[str, ...] = ()  # snippets whose results/<name>.json it reads
 
 

@@ -8,7 +8,8 @@ budget (a step that runs over is killed with everything it started):
 1. ``pytest -m gpu``: the compiled Triton kernels against SDPA, tiled attention on
    CUDA, CUDA peak memory, device-copy bandwidth, the real ``nvidia-smi topo -m``.
    Tests that need two or more GPUs skip; the report lists each with its reason.
-2. ``python -m snippets bench attention --tflops --json``: the forward's TFLOP/s beside
+2. the benchmark whose SPEC sets ``gpu_bench``, with those options: today
+   ``python -m snippets bench attention --tflops --json``, the forward's TFLOP/s beside
    SDPA's flash backend, N = 4096 to 16384, bf16.
 3. ``python -m snippets run-all --force --only`` the snippets with a CUDA path
    (``SPEC.gpu_path``), so their ``results/`` come from the GPU.
@@ -35,7 +36,7 @@ from pathlib import Path
 import torch
 
 from snippets.core.cli import OneLineParser, positive_float
-from snippets.core.registry import snippets_by_name
+from snippets.core.registry import bench_modules, snippets_by_name
 from snippets.core.results import provenance
 from snippets.tools.gpu_report import (
     TFLOPS_STEP,
@@ -67,15 +68,32 @@ def plan(results_dir: Path, junit: Path) -> list[Step]:
     pytest = ["-m", "pytest", "-m", "gpu", "-rs", "-q", "-p", "no:cacheprovider"]
     pytest += ["--junitxml", str(junit), "--continue-on-collection-errors"]
     pytest += ["--ignore=tests/site", "tests"]  # the site's tests need no GPU
-    tflops = ["-m", "snippets", "bench", "attention", "--tflops", "--json"]
+    bench, options = gpu_bench()
+    tflops = ["-m", "snippets", "bench", bench, *options]
     run_all = ["-m", "snippets", "run-all", "--force", "--results", str(results_dir)]
     snippets = gpu_snippets()
     run_all += ["--per-snippet-timeout", "150", "--only", *snippets]
     return [
         Step("pytest -m gpu", py + pytest, max_s=240, what="tests marked gpu"),
-        Step(TFLOPS_STEP, py + tflops, 120, 60, "bench attention --tflops"),
+        Step(TFLOPS_STEP, py + tflops, 120, 60, " ".join(tflops[3:])),
         Step("run-all on the GPU", py + run_all, 200, 60, ", ".join(snippets)),
     ]
+
+
+def gpu_bench() -> tuple[str, tuple[str, ...]]:
+    """The one benchmark whose SPEC names options for the TFLOP/s step
+    (``SPEC.gpu_bench``): its ``BENCH`` name and those options."""
+    flagged = {
+        e.module.__name__: e.spec.gpu_bench
+        for e in snippets_by_name().values()
+        if e.spec.gpu_bench
+    }
+    by_module = {dotted: name for name, dotted in bench_modules().items()}
+    if len(flagged) != 1 or not set(flagged) <= set(by_module):
+        found = ", ".join(sorted(flagged)) or "none"
+        raise RuntimeError(f"one benchmark sets SPEC.gpu_bench, not {found}")
+    [(dotted, options)] = flagged.items()
+    return by_module[dotted], options
 
 
 def gpu_snippets() -> list[str]:

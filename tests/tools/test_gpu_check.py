@@ -215,6 +215,31 @@ def test_the_environment_names_the_gpu_and_the_versions(monkeypatch) -> None:
     assert "utc" not in gpu_check.environment()
 
 
+def test_the_tflops_step_runs_the_benchmark_its_spec_flags(monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from snippets.core.runtime import Spec
+
+    step = next(s for s in gpu_check.plan(Path("r"), Path("j")) if "bench" in s.argv)
+    at = step.argv.index("bench")
+    assert step.argv[at + 1 :] == ["attention", "--tflops", "--json"]
+
+    def entry(dotted: str, **flags) -> SimpleNamespace:
+        module = SimpleNamespace(__name__=dotted)
+        return SimpleNamespace(module=module, spec=Spec(dotted, **flags))
+
+    fake = {"x": entry("pkg.x_bench", gpu_bench=("--fast",)), "y": entry("pkg.y")}
+    monkeypatch.setattr(gpu_check, "snippets_by_name", lambda: fake)
+    monkeypatch.setattr(gpu_check, "bench_modules", lambda: {"x": "pkg.x_bench"})
+    assert gpu_check.gpu_bench() == ("x", ("--fast",))
+    fake["y"] = entry("pkg.y_bench", gpu_bench=("--json",))
+    with pytest.raises(
+        RuntimeError,
+        match="one benchmark sets SPEC.gpu_bench, not pkg.x_bench, pkg.y_bench",
+    ):
+        gpu_check.gpu_bench()
+
+
 def test_the_gpu_step_runs_the_snippets_flagged_with_a_cuda_path(
     tmp_path, monkeypatch
 ) -> None:

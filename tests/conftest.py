@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import functools
+import http.server
 import os
+import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -200,3 +205,93 @@ def pytest_report_to_serializable(config, report) -> None:
     its report over as text, or the whole run stops on an internal error."""
     if isinstance(getattr(report, "longrepr", None), (int, float)):
         report.longrepr = f"{report.nodeid}: the command exited with {report.longrepr}"
+
+
+# The browser tests' fixtures: the built site served over loopback HTTP (search and
+# workers fail on file://), Debian's Chromium driven by Playwright (never a download),
+# and pages that refuse and record every request to another host.
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def chromium() -> str:
+    for name in (os.environ.get("CHROMIUM"), "chromium", "chromium-browser"):
+        if name and shutil.which(name):
+            return shutil.which(name)
+    pytest.skip("no Chromium here (CI installs Debian's chromium package)")
+
+
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:  # one line per request would drown the report
+        pass
+
+
+@pytest.fixture(scope="module")
+def served(built_site: Path):
+    handler = functools.partial(Quiet, directory=str(built_site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=chromium(), args=FLAGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture()
+def open_page(browser):
+    """``open_page(width=…, scheme=…)``: a page whose every request to another host
+    is refused and recorded (``.foreign``), with its requests and its errors."""
+    contexts = []
+
+    def make(width: int = 1280, scheme: str = "light", javascript: bool = True):
+        context = browser.new_context(
+            viewport={"width": width, "height": 900},
+            color_scheme=scheme,
+            java_script_enabled=javascript,
+        )
+        contexts.append(context)
+        p = context.new_page()
+        p.foreign, p.requested, p.errors = [], [], []
+
+        def route(r):
+            url = r.request.url
+            p.requested.append(url)
+            if (
+                url.startswith(("data:", "blob:"))
+                or urlsplit(url).hostname == "127.0.0.1"
+            ):
+                return r.continue_()
+            p.foreign.append(url)
+            return r.abort()
+
+        context.route("**/*", route)
+        p.on("pageerror", lambda e: p.errors.append(str(e)))
+        p.on(
+            "console",
+            lambda m: p.errors.append(m.text) if m.type == "error" else None,
+        )
+        return p
+
+    yield make
+    for context in contexts:
+        context.close()
+
+
+@pytest.fixture()
+def page(open_page):
+    return open_page()

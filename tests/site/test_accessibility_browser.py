@@ -9,15 +9,8 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from browsing import chart_pages, every_page, url_of, wait_for_charts
 from conftest import REPO
-from test_browser import (  # noqa: F401 - fixtures
-    browser,
-    chart_pages,
-    every_page,
-    served,
-    url_of,
-    wait_for_charts,
-)
 
 pytestmark = pytest.mark.browser
 
@@ -62,8 +55,8 @@ START = """([tags, also]) => {
 # code block, some seconds a page on two busy cores.
 @pytest.mark.timeout(900)
 def test_no_wcag_a_or_aa_violation_on_any_page_in_either_scheme(
-    browser,  # noqa: F811
-    served,  # noqa: F811
+    browser,
+    served,
     built_site,
 ) -> None:
     assert AXE.is_file(), f"{AXE} is missing: `npm ci` installs axe-core"
@@ -117,8 +110,8 @@ LEGEND = """f => [
 
 
 def test_a_chart_legend_works_from_the_keyboard(
-    browser,  # noqa: F811
-    served,  # noqa: F811
+    browser,
+    served,
     built_site,
 ) -> None:
     """Where a click on a chart's legend fades the other series, a button per legend

@@ -6,141 +6,21 @@ elsewhere."""
 
 from __future__ import annotations
 
-import functools
-import http.server
-import os
 import re
-import shutil
-import threading
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
+from browsing import (
+    chart_pages,
+    contrast,
+    every_page,
+    note_url,
+    url_of,
+    wait_for_charts,
+)
 from conftest import load_hook
 
 pytestmark = pytest.mark.browser
-
-CHART = '<figure class="cp-chart">'
-FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
-def chromium() -> str:
-    for name in (os.environ.get("CHROMIUM"), "chromium", "chromium-browser"):
-        if name and shutil.which(name):
-            return shutil.which(name)
-    pytest.skip("no Chromium here (CI installs Debian's chromium package)")
-
-
-class Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args) -> None:  # one line per request would drown the report
-        pass
-
-
-@pytest.fixture(scope="module")
-def served(built_site: Path):
-    handler = functools.partial(Quiet, directory=str(built_site))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
-    server.shutdown()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=chromium(), args=FLAGS)
-        yield b
-        b.close()
-
-
-@pytest.fixture()
-def open_page(browser):
-    """``open_page(width=…, scheme=…)``: a page whose every request to another host
-    is refused and recorded (``.foreign``), with its requests and its errors."""
-    contexts = []
-
-    def make(width: int = 1280, scheme: str = "light", javascript: bool = True):
-        context = browser.new_context(
-            viewport={"width": width, "height": 900},
-            color_scheme=scheme,
-            java_script_enabled=javascript,
-        )
-        contexts.append(context)
-        p = context.new_page()
-        p.foreign, p.requested, p.errors = [], [], []
-
-        def route(r):
-            url = r.request.url
-            p.requested.append(url)
-            if (
-                url.startswith(("data:", "blob:"))
-                or urlsplit(url).hostname == "127.0.0.1"
-            ):
-                return r.continue_()
-            p.foreign.append(url)
-            return r.abort()
-
-        context.route("**/*", route)
-        p.on("pageerror", lambda e: p.errors.append(str(e)))
-        p.on(
-            "console",
-            lambda m: p.errors.append(m.text) if m.type == "error" else None,
-        )
-        return p
-
-    yield make
-    for context in contexts:
-        context.close()
-
-
-@pytest.fixture()
-def page(open_page):
-    return open_page()
-
-
-def url_of(served: str, built_site: Path, html: Path) -> str:
-    return served + html.parent.relative_to(built_site).as_posix().strip(".") + "/"
-
-
-def every_page(built_site: Path) -> list[Path]:
-    return sorted(built_site.rglob("index.html"))
-
-
-def chart_pages(built_site: Path) -> list[Path]:
-    found = [
-        p for p in every_page(built_site) if CHART in p.read_text(encoding="utf-8")
-    ]
-    assert found, "no page has a chart"
-    return found
-
-
-def note_url(served: str, built_site: Path, containing: str) -> str:
-    for html in sorted((built_site / "blog").glob("20*/**/index.html")):
-        if containing in html.read_text(encoding="utf-8"):
-            return url_of(served, built_site, html)
-    pytest.fail(f"no note contains {containing!r}")
-
-
-def wait_for_charts(p) -> int:
-    count = p.locator("figure.cp-chart").count()
-    p.wait_for_function(
-        "n => document.querySelectorAll('figure.cp-chart .cp-chart__view svg"
-        " .role-mark').length >= n",
-        arg=count,
-        timeout=20000,
-    )
-    return count
-
 
 # Each formula and diagram as drawn: its size, and the font KaTeX's text is set in.
 DRAWN = """() => [...document.querySelectorAll('.katex, svg.cp-diagram')].map(e => {
@@ -339,20 +219,6 @@ def test_axes_write_bytes_and_times_in_units_and_titles_keep_to_one_line(
     latency = note_url(served, built_site, "Ping-pong between two ranks")
     assert kinds.get(latency) == {"bytes", "times"}, kinds
     assert not page.foreign and not page.errors, (page.foreign, page.errors)
-
-
-def luminance(rgb: str) -> float:
-    """WCAG 2 relative luminance of a CSS ``rgb(r, g, b)`` colour."""
-    channels = [int(c) / 255 for c in re.findall(r"\d+", rgb)[:3]]
-    lin = [
-        c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels
-    ]
-    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
-
-
-def contrast(a: str, b: str) -> float:
-    hi, lo = sorted((luminance(a), luminance(b)), reverse=True)
-    return (hi + 0.05) / (lo + 0.05)
 
 
 # The page colour behind the charts, every series colour drawn, every guide text colour.

@@ -3,14 +3,13 @@ page, a note has one "next" and it is the series', the notebook's math typesets,
 search previews show no TeX, the home page stays under 1 MB, and a table that scrolls
 can be scrolled from the keyboard."""
 
-# ruff: noqa: F811 - the fixtures imported from test_browser are parameters here
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
 import pytest
-from test_browser import browser, open_page, served, url_of  # noqa: F401 - fixtures
+from browsing import url_of
 
 pytestmark = pytest.mark.browser
 

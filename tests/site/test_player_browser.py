@@ -12,13 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
-from test_browser import (  # noqa: F401 - fixtures
-    browser,
-    contrast,
-    open_page,
-    served,
-    url_of,
-)
+from browsing import contrast, url_of
 
 from snippets.core.player import label
 
@@ -45,8 +39,8 @@ def player_pages(built_site: Path) -> list[tuple[Path, list[dict]]]:
 
 
 def test_players_step_to_the_recorded_last_frame_by_keyboard_on_a_phone(
-    browser,  # noqa: F811
-    served,  # noqa: F811
+    browser,
+    served,
     built_site,
 ) -> None:
     context = browser.new_context(
@@ -117,8 +111,8 @@ def test_players_step_to_the_recorded_last_frame_by_keyboard_on_a_phone(
 
 
 def test_a_player_plays_by_itself_without_reduced_motion(
-    open_page,  # noqa: F811
-    served,  # noqa: F811
+    open_page,
+    served,
     built_site,
 ) -> None:
     # a page whose first player has steps left to pause in after the first one
@@ -149,8 +143,8 @@ STRIPE_COLOURS = """() => {
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_stripes_contrast_3_to_1_in_both_schemes(
-    open_page,  # noqa: F811
-    served,  # noqa: F811
+    open_page,
+    served,
     built_site,
     scheme,
 ) -> None:

@@ -7,20 +7,15 @@ from __future__ import annotations
 import json
 
 import pytest
+from browsing import url_of
 from conftest import REPO
-from test_browser import (  # noqa: F401 - fixtures
-    browser,
-    open_page,
-    served,
-    url_of,
-)
 
 pytestmark = pytest.mark.browser
 
 
 def test_a_guess_is_committed_by_keyboard_then_the_answer_opens(
-    open_page,  # noqa: F811
-    served,  # noqa: F811
+    open_page,
+    served,
     built_site,
 ) -> None:
     answers = json.loads((REPO / "results" / "predictions.json").read_text())

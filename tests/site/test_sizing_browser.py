@@ -19,7 +19,7 @@ from contextlib import redirect_stderr, redirect_stdout
 from urllib.parse import quote
 
 import pytest
-from test_browser import browser, contrast, note_url, open_page, served  # noqa: F401
+from browsing import contrast, note_url
 
 from snippets.__main__ import main as cli_main
 from snippets.render.fragments import read_back
@@ -153,13 +153,13 @@ def assert_close(js, py, where: str) -> None:
         assert math.isclose(js, py, rel_tol=1e-9, abs_tol=0), (where, js, py)
 
 
-def sizing_url(served, built_site) -> str:  # noqa: F811
+def sizing_url(served, built_site) -> str:
     return note_url(served, built_site, MARKER)
 
 
 def test_page_equals_the_cli_on_random_configurations(
-    open_page,  # noqa: F811
-    served,  # noqa: F811
+    open_page,
+    served,
     built_site,
 ) -> None:
     rng = random.Random(20261201)
@@ -229,8 +229,8 @@ def query(argv: list[str]) -> str:
 
 
 def test_link_restores_keyboard_drives_and_bad_input_says_the_cli_line(
-    open_page,  # noqa: F811
-    served,  # noqa: F811
+    open_page,
+    served,
     built_site,
 ) -> None:
     argv = "--preset llama3-70b --seq 4096 --global-batch 64 --dp 4 --tp 8 --pp 2 "
@@ -309,8 +309,8 @@ def type_into(page, name: str, value: str) -> None:
 
 @pytest.mark.parametrize("width", [1280, 390])
 def test_the_results_stay_in_view_while_a_field_changes(
-    open_page,  # noqa: F811
-    served,  # noqa: F811
+    open_page,
+    served,
     built_site,
     width: int,
 ) -> None:
@@ -341,8 +341,8 @@ FIGURES = ("tokens", "mfu", "step", "fits", "memory", "time", "held")
 
 
 def test_a_refused_field_is_marked_and_nothing_is_recomputed(
-    open_page,  # noqa: F811
-    served,  # noqa: F811
+    open_page,
+    served,
     built_site,
 ) -> None:
     argv = "--preset llama3-8b --dp 8 --zero 3".split()
@@ -407,8 +407,8 @@ def test_a_refused_field_is_marked_and_nothing_is_recomputed(
 
 
 def test_an_absurd_input_says_why_and_zero3_says_what_a_gpu_holds(
-    open_page,  # noqa: F811
-    served,  # noqa: F811
+    open_page,
+    served,
     built_site,
 ) -> None:
     page = open_page(width=390)

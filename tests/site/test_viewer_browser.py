@@ -25,13 +25,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from test_browser import (  # noqa: F401 - fixtures
-    Quiet,
-    browser,
-    open_page,
-    served,
-    url_of,
-)
+from browsing import url_of
+from conftest import Quiet
 
 from snippets.sizing import presets
 from snippets.sizing.estimate import estimate
@@ -90,8 +85,8 @@ def check_table(page, graph: dict, d: Degrees) -> list[dict]:
 
 
 def test_viewer_expands_searches_and_overlays_offline(
-    open_page,  # noqa: F811
-    served,  # noqa: F811
+    open_page,
+    served,
     built_site,
 ) -> None:
     html, graph, _ = viewer_page(built_site, "model-viewer")
@@ -139,8 +134,8 @@ def test_viewer_expands_searches_and_overlays_offline(
 
 
 def test_the_overlays_bytes_equal_the_calculators(
-    open_page,  # noqa: F811
-    served,  # noqa: F811
+    open_page,
+    served,
     built_site,
 ) -> None:
     html, graph, start = viewer_page(built_site, "viewer-overlay")
@@ -189,8 +184,8 @@ def test_the_overlays_bytes_equal_the_calculators(
 
 
 def test_experts_their_ranks_and_all_to_alls(
-    open_page,  # noqa: F811
-    served,  # noqa: F811
+    open_page,
+    served,
     built_site,
 ) -> None:
     html, graph, start = viewer_page(built_site, "viewer-overlay", which=1)
@@ -265,8 +260,8 @@ def in_view(page, selector: str) -> bool:
 
 @pytest.mark.parametrize("width", [1280, 390])
 def test_the_viewer_is_legible_on_a_desktop_and_a_phone(
-    open_page,  # noqa: F811
-    served,  # noqa: F811
+    open_page,
+    served,
     built_site,
     width,
 ) -> None:
@@ -335,7 +330,7 @@ def user_pages(tmp_path_factory):
     server.shutdown()
 
 
-def test_a_model_with_a_shared_submodule(open_page, user_pages) -> None:  # noqa: F811
+def test_a_model_with_a_shared_submodule(open_page, user_pages) -> None:
     page = open_page()
     page.goto(user_pages["shared"])
     shared = page.locator('.cp-node[data-id="shared"]')
@@ -352,7 +347,7 @@ def test_a_model_with_a_shared_submodule(open_page, user_pages) -> None:  # noqa
 
 
 def test_nn_transformer_with_a_causal_mask_at_module_level(
-    open_page,  # noqa: F811
+    open_page,
     user_pages,
 ) -> None:
     page = open_page()

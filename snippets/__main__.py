@@ -27,9 +27,11 @@ from snippets.core import registry
 from snippets.core.cli import (
     OneLineParser,
     add_run_arguments,
+    bench_program,
     guarded,
     positive_float,
     positive_int,
+    program_parser,
     snippet_options,
 )
 from snippets.core.runtime import choose_backend, run, under_torchrun
@@ -74,8 +76,19 @@ def list_blocks() -> int:
 
 
 def cmd_run(opts: argparse.Namespace) -> int:
+    if opts.name is None:  # ``run --help``, or a name forgotten
+        if opts.help:
+            opts.parser.print_help()
+            return 0
+        opts.parser.error("the following arguments are required: name")
     entry = registry.snippet(opts.name)
     spec = entry.spec
+    prog = f"python -m snippets run {entry.name}"
+    if opts.help:  # the runner's options and the snippet's own, in one list
+        parser = program_parser(entry.module, prog)
+        add_out_argument(parser)
+        parser.print_help()
+        return 0
     if under_torchrun():
         n = int(os.environ["WORLD_SIZE"])
     else:
@@ -83,7 +96,6 @@ def cmd_run(opts: argparse.Namespace) -> int:
     backend = choose_backend(opts.backend, n)  # checked even for a single process
     if opts.out:
         check_writable(Path(opts.out).parent)
-    prog = f"python -m snippets run {entry.name}"
     options = snippet_options(entry.module, opts.rest, prog)
     result = run(entry.module.main, spec, n, backend, opts.timeout, options)
     if opts.out and int(os.environ.get("RANK", "0")) == 0:
@@ -95,7 +107,14 @@ def cmd_run(opts: argparse.Namespace) -> int:
 
 
 def cmd_bench(opts: argparse.Namespace) -> int:
-    return registry.bench(opts.name).bench(opts.args)
+    module = registry.bench(opts.name)
+    if callable(getattr(module, "bench", None)):  # attention: a sweep of its own
+        return module.bench(opts.args)
+    return bench_program(module, opts.name, opts.args)
+
+
+def add_out_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", help="also write rank 0's result as JSON here")
 
 
 def cmd_size(opts: argparse.Namespace) -> int:
@@ -130,11 +149,19 @@ def build_parser() -> OneLineParser:
         help="the building blocks instead: modules the snippets import, not run alone",
     )
     p.set_defaults(fn=cmd_list)
-    p = sub.add_parser("run", help="run one snippet and print its self-check")
-    p.add_argument("name")
+    p = sub.add_parser(
+        "run", help="run one snippet and print its self-check", add_help=False
+    )
+    p.add_argument("name", nargs="?")
+    p.add_argument(
+        "-h",
+        "--help",
+        action="store_true",
+        help="show this help, with the snippet's own options after its name",
+    )
     add_run_arguments(p)
-    p.add_argument("--out", help="also write rank 0's result as JSON here")
-    p.set_defaults(fn=cmd_run)
+    add_out_argument(p)
+    p.set_defaults(fn=cmd_run, parser=p)
     p = sub.add_parser("run-all", help="run every snippet; write results/ for notes")
     p.add_argument("--force", action="store_true", help="rerun unchanged code too")
     p.add_argument("--only", nargs="+", metavar="NAME", help="run just these")

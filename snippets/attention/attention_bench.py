@@ -489,6 +489,11 @@ def _sweep(opts, dev: torch.device) -> int:
     return 0
 
 
+# ``bench attention`` is a program of its own, not ``bench_program`` over ``main``: it
+# sweeps wider (N up to 8192 on a CPU, 16384 in bf16 on a GPU, on every thread) and
+# times ``--tflops``, while ``main`` is the note's small fp32 sweep on one thread, whose
+# laws (naive memory ≥ N², 3× a doubling) hold for the note's shapes, not for any shape
+# an option may ask for.
 def bench(argv: list[str]) -> int:
     opts = _parser().parse_args(argv)
 

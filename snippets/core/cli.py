@@ -120,6 +120,43 @@ def snippet_options(module: Any, argv: list[str], prog: str) -> dict:
     return vars(parser.parse_args(argv))
 
 
+def program_parser(module: Any, prog: str) -> OneLineParser:
+    """One parser for a module's whole command line: the runner's options (``-n``,
+    ``--backend``, ``--timeout``) where it has a SPEC, then its own
+    (``add_arguments``). ``bench NAME`` parses with it, and ``run NAME --help`` shows
+    it, so both doors list the same options."""
+    spec = getattr(module, "SPEC", None)
+    summary = spec.summary if spec else (module.__doc__ or "").split("\n")[0]
+    parser = OneLineParser(prog=prog, description=summary)
+    if spec is not None:
+        add_run_arguments(parser)
+    if hasattr(module, "add_arguments"):
+        module.add_arguments(parser)
+    return parser
+
+
+def bench_program(module: Any, name: str, argv: list[str]) -> int:
+    """``python -m snippets bench NAME``: the benchmark's one program, the one ``python
+    -m snippets run <its module>`` runs. Its options are parsed before any rank
+    starts, and ``run`` checks them (``check_options``) before it launches; then its
+    ``main(**options)`` runs on the ranks its SPEC asks for. A benchmark without SPEC
+    is no snippet (it needs what run-all does not have, a browser): its ``main`` runs
+    in this process."""
+    parser = program_parser(module, f"python -m snippets bench {name}")
+    opts = vars(parser.parse_args(argv))
+    spec = getattr(module, "SPEC", None)
+
+    def body() -> int:
+        if spec is None:
+            module.main(**opts)
+        else:
+            ranks = (opts.pop(k) for k in ("nproc", "backend", "timeout"))
+            run(module.main, spec, *ranks, opts)
+        return 0
+
+    return guarded(body)
+
+
 def main_entry(main: Callable[..., Any], spec: Spec) -> int:
     """What ``python -m snippets.<name>`` (and torchrun ``-m``) calls."""
     parser = OneLineParser(description=spec.summary)

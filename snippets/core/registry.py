@@ -3,10 +3,12 @@
 A concept module is any module under ``snippets/`` that defines ``SPEC`` (a
 :class:`~snippets.core.runtime.Spec`) and ``main()``; its leaf name (``ring_allreduce``)
 is its key, so leaf names are unique across the packages. A benchmark is any module
-that defines ``BENCH = "<name>"`` and ``bench(argv) -> int``. Every other module is a
-building block; ``run`` on one names the snippets nearest to it in the import graph
-(:func:`building_blocks`), the ones to run to see it work. The note that embeds a
-snippet is found by reading ``docs/`` for its include lines.
+that defines ``BENCH = "<name>"`` and ``main(**options)``, its options declared in
+``add_arguments(parser)``: ``bench NAME`` runs it as ``run`` runs its snippet (one,
+attention, keeps a ``bench(argv)`` of its own: its sweep is not the note's run).
+Every other module is a building block; ``run`` on one names the snippets nearest to
+it in the import graph (:func:`building_blocks`), the ones to run to see it work. The
+note that embeds a snippet is found by reading ``docs/`` for its include lines.
 """
 
 from __future__ import annotations
@@ -210,8 +212,8 @@ def bench(name: str) -> ModuleType:
         names = ", ".join(sorted(benches)) or "none"
         raise UsageError(f"unknown benchmark {name!r}: choose one of {names}")
     module = importlib.import_module(benches[name])
-    if not callable(getattr(module, "bench", None)):
-        raise RuntimeError(f"{benches[name]} sets BENCH but has no bench(argv)")
+    if not callable(getattr(module, "main", None)):
+        raise RuntimeError(f"{benches[name]} sets BENCH but has no main()")
     return module
 
 

@@ -211,10 +211,15 @@ def run(
     options: dict | None = None,
 ) -> Any:
     """Run a snippet's ``main(**options)`` the way its SPEC asks; return rank 0's
-    result."""
+    result.
+
+    Bad input is refused here, before any rank starts: a world size under the SPEC's
+    least, an unknown backend, and whatever the module's own ``check_options(options,
+    world_size)`` refuses (a UsageError: options that cannot run on this many ranks).
+    Every door to a snippet (``run``, ``bench``, ``python -m``, torchrun) comes here.
+    """
     ranks.PRELOAD[:] = fork_server_preload(main)  # before the server starts
-    if options:  # a partial is still picklable: spawned ranks import main by name
-        main = functools.partial(main, **options)
+    check_options = getattr(sys.modules.get(main.__module__), "check_options", None)
     n = spec.world_size if world_size is None else world_size
     if not under_torchrun() and n < spec.min_world_size:
         raise UsageError(
@@ -222,6 +227,11 @@ def run(
         )
     if backend not in BACKENDS:
         choose_backend(backend, n)  # raises the one-line error
+    if check_options is not None:
+        size = int(os.environ["WORLD_SIZE"]) if under_torchrun() else n
+        check_options(dict(options or {}), size)
+    if options:  # a partial is still picklable: spawned ranks import main by name
+        main = functools.partial(main, **options)
     if spec.world_size == 1 and n == 1 and not under_torchrun():
         return main()  # a single-process concept: no group at all
     timeout_s = spec.timeout_s if timeout_s is None else timeout_s

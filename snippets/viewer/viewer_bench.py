@@ -27,6 +27,7 @@ with where the time went.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -37,7 +38,7 @@ from pathlib import Path
 import torch
 
 from snippets.core.claims import LawBroken
-from snippets.core.cli import OneLineParser, guarded, positive_int
+from snippets.core.cli import positive_int
 from snippets.core.errors import UsageError
 from snippets.models.tiny_gpt import GPT, GPTConfig
 from snippets.render.viewer_page import NODE, VIEWER, write_page
@@ -165,22 +166,16 @@ def report(r: dict) -> list[str]:
     return lines
 
 
-def parser() -> OneLineParser:
-    p = OneLineParser(
-        prog="python -m snippets bench viewer", description=__doc__.split("\n")[0]
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--layers", type=positive_int, default=42, help="GPT blocks")
+    parser.add_argument("--repeats", type=positive_int, default=5, help="runs a figure")
+    parser.add_argument(
+        "--json", dest="as_json", action="store_true", help="one JSON object"
     )
-    p.add_argument("--layers", type=positive_int, default=42, help="GPT blocks")
-    p.add_argument("--repeats", type=positive_int, default=5, help="runs a figure")
-    p.add_argument("--json", action="store_true", help="one JSON object")
-    return p
 
 
-def bench(argv: list[str]) -> int:
-    opts = parser().parse_args(argv)
-
-    def body() -> int:
-        r = measure(gpt_graph(opts.layers), opts.repeats)
-        print(json.dumps(r) if opts.json else "\n".join(report(r)))
-        return 0
-
-    return guarded(body)
+def main(layers: int = 42, repeats: int = 5, as_json: bool = False) -> dict:
+    """No SPEC, so no snippet (run-all has no browser): ``bench viewer`` runs it."""
+    r = measure(gpt_graph(layers), repeats)
+    print(json.dumps(r) if as_json else "\n".join(report(r)))
+    return r

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 
@@ -179,7 +180,7 @@ class _Parsed(Exception):
 
 
 def bench_parser(module, monkeypatch) -> argparse.ArgumentParser:
-    """The parser ``bench(argv)`` builds, caught as it starts to parse: no work runs."""
+    """The parser ``bench NAME`` builds, caught as it starts to parse: no work runs."""
 
     def catch(self, args=None, namespace=None):
         raise _Parsed(self)
@@ -187,7 +188,10 @@ def bench_parser(module, monkeypatch) -> argparse.ArgumentParser:
     with monkeypatch.context() as m:
         m.setattr(argparse.ArgumentParser, "parse_known_args", catch)
         try:
-            module.bench([])
+            if hasattr(module, "bench"):  # attention's sweep: a program of its own
+                module.bench([])
+            else:
+                cli_helpers.bench_program(module, module.BENCH, [])
         except _Parsed as parsed:
             return parsed.parser
     pytest.fail(f"bench {module.BENCH} did not parse its options with argparse")
@@ -286,3 +290,65 @@ def test_run_all_caches_unchanged_code_and_reruns_when_forced(tmp_path, capfd) -
     assert "ran" in forced
     rerun = json.loads((tmp_path / "online_softmax.json").read_text())
     assert rerun["provenance"]["utc"] >= record["provenance"]["utc"]
+
+
+def own_options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    return {a.option_strings[-1]: a for a in parser._actions if a.option_strings}
+
+
+def one_program_benches() -> list[str]:
+    """The benchmarks with a SPEC whose ``bench`` door is ``bench_program``."""
+    return sorted(
+        name
+        for name, module in registry.benches_by_name().items()
+        if hasattr(module, "SPEC") and not hasattr(module, "bench")
+    )
+
+
+def options_in_help(argv: list[str], capsys) -> set[str]:
+    """The long options ``python -m snippets *argv --help`` lists, in this process."""
+    capsys.readouterr()
+    try:
+        status = main([*argv, "--help"])
+    except SystemExit as exc:  # argparse's own --help exits
+        status = exc.code
+    out = capsys.readouterr().out
+    assert status == 0 and "options:" in out, out
+    return set(re.findall(r"(?m)^\s+(?:-\w[ \w]*, )?(--[a-z][\w-]*)", out))
+
+
+@pytest.mark.parametrize("name", one_program_benches())
+def test_bench_help_lists_the_options_of_run_help(name, capsys) -> None:
+    """``bench NAME --help`` and ``run <its module> --help``: one list of options (run
+    adds only ``--out``), the runner's and the benchmark's own."""
+    leaf = registry.bench_modules()[name].rsplit(".", 1)[1]
+    bench = options_in_help(["bench", name], capsys)
+    assert {"--nproc", "--backend", "--timeout"} < bench
+    assert options_in_help(["run", leaf], capsys) == bench | {"--out"}
+
+
+@pytest.mark.parametrize("name", one_program_benches())
+def test_both_doors_refuse_bad_input_with_the_same_line(
+    name, monkeypatch, capfd
+) -> None:
+    """``bench NAME`` and ``run <its module>``: one parser, the same refusals."""
+    module = registry.bench(name)
+    bench = own_options(bench_parser(module, monkeypatch))
+    leaf = registry.bench_modules()[name].rsplit(".", 1)[1]
+    bad = [["--no-such-option"]] + [
+        [option, "0"]
+        for option, action in bench.items()
+        if action.type in (cli_helpers.positive_int, cli_helpers.positive_float)
+    ]
+    for argv in bad:
+        said = refused(["bench", name, *argv], capfd)
+        assert refused(["run", leaf, *argv], capfd) == said, argv
+
+
+def test_run_help_without_a_name_is_the_runners_help(capsys) -> None:
+    assert main(["run", "--help"]) == 0
+    assert "--nproc" in capsys.readouterr().out
+
+
+def test_run_without_a_name_is_one_line_and_exit_2(capfd) -> None:
+    assert "required: name" in refused(["run"], capfd)

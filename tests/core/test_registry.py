@@ -3,12 +3,14 @@ packages, never by a list; a leaf name is unique; nothing that sets BENCH is mis
 
 from __future__ import annotations
 
+import ast
 import importlib
 from pathlib import Path
 
 import pytest
 
 from snippets.core import registry
+from snippets.core.import_graph import module_path
 
 
 def make_tree(root: Path, files: list[str]) -> Path:
@@ -57,13 +59,32 @@ def test_benchmarks_are_found_without_importing_them() -> None:
     assert {"allreduce", "attention", "ddp"} <= set(found)
     for name, dotted in found.items():  # what reading the file said = the module
         module = importlib.import_module(dotted)
-        assert module.BENCH == name and callable(module.bench)
+        assert module.BENCH == name and callable(module.main)
     every = [
         importlib.import_module(m) for m in registry.module_names()
     ]  # and none that sets BENCH is missed
     assert {
         m.BENCH for m in every if isinstance(getattr(m, "BENCH", None), str)
     } == set(found)
+
+
+# attention's ``bench`` sweeps wider, in other dtypes and on every thread, while its
+# snippet's run is the note's small sweep with the note's laws: two programs, kept
+OWN_PROGRAM = {"attention"}
+
+
+def test_no_benchmark_has_a_command_line_of_its_own() -> None:
+    """One program behind both doors: ``bench NAME`` is ``bench_program`` over the
+    module's ``add_arguments`` and ``main``, never a parser and launch of its own."""
+    for name, dotted in registry.bench_modules().items():
+        tree = ast.parse(module_path(dotted).read_text(encoding="utf-8"))
+        defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        own = defined & {"bench", "parser", "_parser", "_rank"}
+        if name in OWN_PROGRAM:
+            assert "bench" in own, f"{dotted} fits bench_program now: drop it here"
+            continue
+        assert not own, f"{dotted} defines {sorted(own)}: bench_program runs it"
+        assert {"main", "add_arguments"} <= defined, dotted
 
 
 def test_the_nearest_snippets_are_the_fewest_imports_away() -> None:

@@ -56,14 +56,11 @@ from snippets.comm.cost import cost_model
 from snippets.comm.cost.cost_model import size_text
 from snippets.core.charts import Note, line_chart
 from snippets.core.cli import (
-    OneLineParser,
-    add_run_arguments,
-    guarded,
     main_entry,
     nonnegative_int,
     positive_int,
 )
-from snippets.core.runtime import Spec, UsageError, print0, run
+from snippets.core.runtime import Spec, UsageError, print0
 
 BENCH = "allreduce"
 SPEC = Spec(
@@ -338,27 +335,6 @@ def main(
         "markdown": findings_md,
         "excerpts": {"fits": fit_lines},
     }
-
-
-def parser() -> OneLineParser:
-    found = OneLineParser(
-        prog="python -m snippets bench allreduce", description=SPEC.summary
-    )
-    add_run_arguments(found)
-    add_arguments(found)
-    return found
-
-
-def bench(argv: list[str]) -> int:
-    """``bench allreduce``: the snippet's run, the same as ``run allreduce_bench``."""
-    opts = vars(parser().parse_args(argv))
-    n, backend, timeout = (opts.pop(k) for k in ("nproc", "backend", "timeout"))
-
-    def body() -> int:
-        run(main, SPEC, n, backend, timeout, opts)  # the snippet's options: the rest
-        return 0
-
-    return guarded(body)
 
 
 if __name__ == "__main__":

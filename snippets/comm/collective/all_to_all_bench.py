@@ -1,7 +1,7 @@
 """``python -m snippets bench all_to_all``: my all_to_all_single beside gloo's own.
 
+    python -m snippets run all_to_all_bench          # 2 ranks: the note's run
     python -m snippets bench all_to_all [-n 4] [--mib 4 --mib 64] [--rounds 9] [--json]
-    python -m snippets run all_to_all_bench          # the same program: 2 ranks
 
 Each rank sends ``mib`` MiB of fp32 in p equal blocks (the pattern nccl-tests'
 alltoall_perf times). Mine runs twice, without and with the ranks' agreement on sizes
@@ -16,7 +16,6 @@ the per-round ratios (met only if the whole IQR lies above it).
 from __future__ import annotations
 
 import json
-import os
 import textwrap
 
 import torch
@@ -24,14 +23,8 @@ import torch.distributed as dist
 
 from snippets.comm.collective.all_to_all import all_to_all_single
 from snippets.core.claims import FASTER, SLOWER, Spread, law, verdict
-from snippets.core.cli import (
-    OneLineParser,
-    add_run_arguments,
-    guarded,
-    main_entry,
-    positive_int,
-)
-from snippets.core.runtime import Spec, device, launch, print0
+from snippets.core.cli import main_entry, positive_int
+from snippets.core.runtime import Spec, device, print0
 from snippets.core.timing import interleave, record
 
 BENCH = "all_to_all"
@@ -100,12 +93,16 @@ def add_arguments(parser) -> None:
         help="MiB a rank sends (repeatable; default 4 and 64)",
     )  # fmt: skip
     parser.add_argument("--rounds", type=positive_int, default=ROUNDS)
+    parser.add_argument(
+        "--json", dest="as_json", action="store_true", help="one JSON record a size"
+    )
 
 
-def main(mib: list | None = None, rounds: int = ROUNDS) -> dict:
+def main(mib: list | None = None, rounds: int = ROUNDS, as_json: bool = False) -> dict:
     records = [measure(m, rounds) for m in (mib or SIZES_MIB)]
     for r in records:
-        print0(textwrap.fill(sentence(r), 88, subsequent_indent="  "))
+        said = textwrap.fill(sentence(r), 88, subsequent_indent="  ")
+        print0(json.dumps(r) if as_json else said)
     rows = [
         {"MiB a rank": r["mib"], "ranks": r["world_size"],
          "ours GB/s": round(r["busbw"] / 1e9, 2),
@@ -116,33 +113,6 @@ def main(mib: list | None = None, rounds: int = ROUNDS) -> dict:
         for r in records
     ]  # fmt: skip
     return {"records": records, "tables": {"busbw": rows}}
-
-
-def parser() -> OneLineParser:
-    found = OneLineParser(prog="python -m snippets bench all_to_all")
-    add_run_arguments(found)
-    add_arguments(found)
-    found.add_argument("--json", action="store_true", help="one JSON record a size")
-    return found
-
-
-def _rank(opts) -> list[dict]:
-    return [measure(m, opts.rounds) for m in (opts.mib or SIZES_MIB)]
-
-
-def bench(argv: list[str]) -> int:
-    opts = parser().parse_args(argv)
-
-    def body() -> int:
-        n = 2 if opts.nproc is None else opts.nproc
-        records = launch(_rank, n, opts.backend, opts.timeout or 120.0, args=(opts,))
-        if int(os.environ.get("RANK", "0")) == 0:
-            for r in records[0]:
-                text = json.dumps(r) if opts.json else textwrap.fill(sentence(r), 88)
-                print(text, flush=True)
-        return 0
-
-    return guarded(body)
 
 
 if __name__ == "__main__":

@@ -2,10 +2,10 @@
 against torch's FSDP2 (``fully_shard``), step by step in the same run on the same tiny
 GPT, at each world size.
 
-    python -m snippets bench ddp [--world-sizes 2 4] [--rounds 25]
-        [--bucket-cap-mb 25] [--pairs ddp zero3] [--backend gloo] [--json]
-    torchrun --nproc-per-node 2 -m snippets bench ddp --json
     python -m snippets run ddp_bench      # 2 ranks: the table and verdicts of the note
+    python -m snippets bench ddp [-n 2] [--rounds 25] [--bucket-cap-mb 25]
+        [--pairs ddp zero3] [--json]      # the same program
+    torchrun --nproc-per-node 4 -m snippets bench ddp --json
 
 A step is forward, backward, SGD step and ``zero_grad`` on this rank's rows. Each pair
 (ours, torch's) starts from the same weights (seed 0) and sees the same batches. After
@@ -19,17 +19,18 @@ autograd, hooks; not gloo's threads), less noisy than wall time where ranks shar
 cores. For our DDP also the share of all-reduce time hidden inside backward
 (``ddp_timeline.hidden_fraction``), per step the mean over the ranks, then the median.
 Both pairs train, so their weights must still agree afterwards: ``max_abs_diff``.
-``--json`` prints one record per (implementation, world size) instead of the table.
+``--json`` prints one record per implementation instead of the table and verdicts;
+each world size is a run of its own (``-n 4``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import textwrap
 import time
+from typing import Sequence
 
 import torch
 import torch.distributed as dist
@@ -37,19 +38,14 @@ from torch.distributed.fsdp import fully_shard
 from torch.nn.parallel import DistributedDataParallel as TorchDDP
 
 from snippets.core.cli import (
-    OneLineParser,
-    guarded,
     main_entry,
     positive_float,
     positive_int,
 )
 from snippets.core.runtime import (
     Spec,
-    choose_backend,
     device,
-    launch,
     print0,
-    under_torchrun,
 )
 from snippets.core.timing import interleave, record, spread
 from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
@@ -236,77 +232,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--rounds", type=positive_int, default=ROUNDS, help="timed steps of each"
     )
     parser.add_argument("--bucket-cap-mb", type=positive_float, default=25.0)
-
-
-def parser() -> OneLineParser:
-    found = OneLineParser(
-        prog="python -m snippets bench ddp", description=__doc__.split("\n\n")[0]
-    )
-    found.add_argument(
-        "--world-sizes",
-        nargs="+",
-        type=positive_int,
-        default=[2, 4],
-        metavar="N",
-        help="ranks, one run each (default: 2 4; under torchrun: its world size)",
-    )
-    add_arguments(found)  # --rounds, --bucket-cap-mb
-    found.add_argument(
+    parser.add_argument(
         "--pairs",
         nargs="+",
         choices=tuple(PAIRS),
         default=list(PAIRS),
         help="ddp (vs torch's DDP), zero3 (vs FSDP2); default both",
     )
-    found.add_argument("--backend", default="gloo", help="gloo (default) or nccl")
-    found.add_argument(
-        "--timeout",
-        type=positive_float,
-        default=120.0,
-        metavar="S",
-        help="process-group timeout in seconds (default 120)",
+    parser.add_argument(
+        "--json",
+        dest="as_json",
+        action="store_true",
+        help="one JSON record per implementation, nothing else",
     )
-    found.add_argument(
-        "--json", action="store_true", help="one JSON record per (impl, world size)"
-    )
-    return found
 
 
-def _rank(opts) -> list[dict]:
-    run = measure(opts.rounds, opts.bucket_cap_mb, tuple(opts.pairs))
-    return run["records"]  # the weights stay here: every rank agrees on the times
-
-
-def bench(argv: list[str]) -> int:
-    opts = parser().parse_args(argv)
-
-    def body() -> int:
-        sizes = (
-            [int(os.environ["WORLD_SIZE"])] if under_torchrun() else opts.world_sizes
-        )
-        for n in sizes:  # a bad --backend, or nccl without GPUs: one line, now
-            choose_backend(opts.backend, n)
-        show = int(os.environ.get("RANK", "0")) == 0
-        if show and not opts.json:
-            print("\n".join(describe(CFG, ROWS, opts.rounds) + [HEADER]), flush=True)
-        for n in sizes:
-            records = launch(_rank, n, opts.backend, opts.timeout, args=(opts,))[0]
-            for r in records if show else []:
-                print(json.dumps(r) if opts.json else format_row(r), flush=True)
-        return 0
-
-    return guarded(body)
-
-
-def main(rounds: int = ROUNDS, bucket_cap_mb: float = 25.0) -> dict:
-    records = measure(rounds, bucket_cap_mb)["records"]
-    for line in describe(CFG, ROWS, rounds) + [HEADER]:
+def main(
+    rounds: int = ROUNDS,
+    bucket_cap_mb: float = 25.0,
+    pairs: Sequence[str] = tuple(PAIRS),
+    as_json: bool = False,
+) -> dict:
+    records = measure(rounds, bucket_cap_mb, tuple(pairs))["records"]
+    table = describe(CFG, ROWS, rounds) + [HEADER] + [format_row(r) for r in records]
+    said = [textwrap.fill(verdict(r), width=88) for r in records]
+    shown = [json.dumps(r) for r in records] if as_json else [*table, "", *said]
+    for line in shown:
         print0(line)
-    for r in records:
-        print0(format_row(r))
-    print0()
-    for r in records:
-        print0(textwrap.fill(verdict(r), width=88))
     return {
         "records": records,
         "verdicts": [verdict(r) for r in records],

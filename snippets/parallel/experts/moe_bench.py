@@ -1,8 +1,8 @@
 """``python -m snippets bench moe``: an MoE layer's step under expert parallelism,
 beside the same layer in one process, scaled by the rank count.
 
-    python -m snippets bench moe [-n 2] [--tokens 512] [--rounds 9] [--json]
-    python -m snippets run moe_bench          # the same program: 2 ranks
+    python -m snippets run moe_bench          # 2 ranks: the note's run
+    python -m snippets bench moe [-n 2] [--tokens 512] [--rounds 9] [--json]  # the same
 
 A step is a forward and a backward of the layer (fp32, E = 4 experts, top-2, no
 capacity limit). Under EP each of the p ranks feeds ``tokens`` tokens and holds E/p
@@ -18,21 +18,14 @@ experts' smaller matrix products. Median and IQR over the rounds.
 from __future__ import annotations
 
 import json
-import os
 import textwrap
 
 import torch
 import torch.distributed as dist
 
 from snippets.core.claims import Spread
-from snippets.core.cli import (
-    OneLineParser,
-    add_run_arguments,
-    guarded,
-    main_entry,
-    positive_int,
-)
-from snippets.core.runtime import Spec, device, launch, print0
+from snippets.core.cli import main_entry, positive_int
+from snippets.core.runtime import Spec, UsageError, device, print0
 from snippets.core.timing import interleave
 from snippets.models.moe import MoE
 from snippets.parallel.experts.expert_parallel import ExpertParallelMoE
@@ -98,11 +91,24 @@ def sentence(r: dict) -> str:
 def add_arguments(parser) -> None:
     parser.add_argument("--tokens", type=positive_int, default=TOKENS, metavar="T")
     parser.add_argument("--rounds", type=positive_int, default=ROUNDS)
+    parser.add_argument(
+        "--json", dest="as_json", action="store_true", help="the record as JSON"
+    )
 
 
-def main(tokens: int = TOKENS, rounds: int = ROUNDS) -> dict:
+def check_options(options: dict, world_size: int) -> None:
+    """Before any rank starts (``runtime.run`` calls it): the experts split evenly."""
+    if EXPERTS % world_size:
+        raise UsageError(
+            f"-n {world_size}: {EXPERTS} experts do not split over {world_size} "
+            "ranks: use a divisor"
+        )
+
+
+def main(tokens: int = TOKENS, rounds: int = ROUNDS, as_json: bool = False) -> dict:
     r = measure(tokens, rounds)
-    print0(textwrap.fill(sentence(r), 88, subsequent_indent="  "))
+    said = textwrap.fill(sentence(r), 88, subsequent_indent="  ")
+    print0(json.dumps(r) if as_json else said)
     row = {
         "tokens a rank": r["tokens"],
         "ranks": r["world_size"],
@@ -113,31 +119,6 @@ def main(tokens: int = TOKENS, rounds: int = ROUNDS) -> dict:
         "EP ÷ (one ÷ p)": Spread(r["ratio"], r["ratio_lo"], r["ratio_hi"]).text(),
     }
     return r | {"tables": {"step": [row]}}
-
-
-def parser() -> OneLineParser:
-    found = OneLineParser(prog="python -m snippets bench moe")
-    add_run_arguments(found)
-    add_arguments(found)
-    found.add_argument("--json", action="store_true", help="the record as JSON")
-    return found
-
-
-def _rank(opts) -> dict:
-    return measure(opts.tokens, opts.rounds)
-
-
-def bench(argv: list[str]) -> int:
-    opts = parser().parse_args(argv)
-
-    def body() -> int:
-        n = 2 if opts.nproc is None else opts.nproc
-        r = launch(_rank, n, opts.backend, opts.timeout or 120.0, args=(opts,))[0]
-        if int(os.environ.get("RANK", "0")) == 0:
-            print(json.dumps(r) if opts.json else textwrap.fill(sentence(r), 88))
-        return 0
-
-    return guarded(body)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
 """``python -m snippets bench pipeline``: our 1F1B step beside torch pipelining's
 ``Schedule1F1B``, and the bubble our executor measures beside the formula.
 
-    python -m snippets bench pipeline [-n 4] [--m 8] [--rounds 15] [--repeats 5]
-        [--json]
-    torchrun --nproc-per-node 4 -m snippets bench pipeline --json
     python -m snippets run pipeline_bench     # 2 ranks: the note's run
+    python -m snippets bench pipeline [-n 2] [--m 8] [--rounds 15] [--repeats 5]
+        [--json]                              # the same program
+    torchrun --nproc-per-node 4 -m snippets bench pipeline --json
 
 Step: the tiny GPT in p stages (``layer_split.run_stage``, two blocks each), one
 forward and backward of the batch in m micro-batches, fp32; ours is
@@ -32,7 +32,6 @@ the note's point that a B took longer than an F and that this did not move the b
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import textwrap
 from typing import Callable
@@ -50,13 +49,10 @@ from snippets.core.claims import (
     signed,
 )
 from snippets.core.cli import (
-    OneLineParser,
-    add_run_arguments,
-    guarded,
     main_entry,
     positive_int,
 )
-from snippets.core.runtime import Spec, UsageError, device, launch, print0
+from snippets.core.runtime import Spec, UsageError, device, print0
 from snippets.core.timing import interleave, record, sentence, spread
 from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
 from snippets.parallel.pipeline.pipeline_executor import execute
@@ -75,9 +71,11 @@ SPEC = Spec(
     timed=True,  # it measures time: run-all runs it alone
     summary="our 1F1B vs torch's Schedule1F1B; bubble vs formula",
     world_size=2,
+    min_world_size=2,  # a pipeline of one stage has no bubble to measure
 )
 TARGET = 1.1  # our step at most this many times torch's
 ROUNDS, REPEATS = 15, 5  # paired step rounds; bubble runs
+M = 8  # micro-batches a step
 
 
 def config(p: int, wide: bool = False) -> GPTConfig:
@@ -242,51 +240,32 @@ def lines(records: list[dict]) -> list[str]:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--m", type=positive_int, default=8, help="micro-batches")
+    parser.add_argument("--m", type=positive_int, default=M, help="micro-batches")
     parser.add_argument(
         "--rounds", type=positive_int, default=ROUNDS, help="timed steps of each"
     )
     parser.add_argument(
         "--repeats", type=positive_int, default=REPEATS, help="bubble runs"
     )
-
-
-def parser() -> OneLineParser:
-    found = OneLineParser(
-        prog="python -m snippets bench pipeline", description=SPEC.summary
+    parser.add_argument(
+        "--json", dest="as_json", action="store_true", help="one record per line"
     )
-    add_run_arguments(found)
-    add_arguments(found)
-    found.add_argument("--json", action="store_true", help="one record per line")
-    return found
 
 
-def _rank(opts) -> list[dict]:
-    return measure(opts.m, opts.rounds, opts.repeats)
+def check_options(options: dict, world_size: int) -> None:
+    """Before any rank starts (``runtime.run`` calls it): torch's schedule needs at
+    least as many micro-batches as stages."""
+    m = options.get("m", M)
+    if m < world_size:
+        raise UsageError(f"--m {m}: torch's Schedule1F1B needs m >= p={world_size}")
 
 
-def bench(argv: list[str]) -> int:
-    opts = parser().parse_args(argv)
-
-    def body() -> int:
-        n = 4 if opts.nproc is None else opts.nproc
-        if n < 2:
-            raise UsageError(f"-n {n}: a pipeline needs at least 2 ranks")
-        if opts.m < n:
-            raise UsageError(f"--m {opts.m}: torch's Schedule1F1B needs m >= p={n}")
-        found = launch(_rank, n, opts.backend, opts.timeout or 300.0, args=(opts,))
-        if int(os.environ.get("RANK", "0")) == 0:
-            text = [json.dumps(r) for r in found[0]] if opts.json else lines(found[0])
-            print("\n".join(text), flush=True)
-        return 0
-
-    return guarded(body)
-
-
-def main(m: int = 8, rounds: int = ROUNDS, repeats: int = REPEATS) -> dict:
+def main(
+    m: int = M, rounds: int = ROUNDS, repeats: int = REPEATS, as_json: bool = False
+) -> dict:
     records = measure(m, rounds, repeats)
     point = bubble_point(records[1])  # a plan that breaks the formula fails
-    for line in lines(records):
+    for line in [json.dumps(r) for r in records] if as_json else lines(records):
         print0(line)
     said = [sentence(records[0], "our 1F1B step", "torch's Schedule1F1B")]
     said += [" ".join(point)]

@@ -1,9 +1,9 @@
 """``python -m snippets bench tp``: our tensor-parallel MLP step beside DTensor's
 (``parallelize_module`` with ``ColwiseParallel`` on fc, ``RowwiseParallel`` on proj).
 
-    python -m snippets bench tp [-n 2] [--rounds 35] [--json]
+    python -m snippets run tp_bench       # 2 ranks: the note's run
+    python -m snippets bench tp [-n 2] [--rounds 35] [--json]    # the same program
     torchrun --nproc-per-node 2 -m snippets bench tp --json
-    python -m snippets run tp_bench       # 2 ranks, the same: the note's run
 
 Both sides cut the same dense MLP of the tiny GPT (d → 4d → d, from one seed): ours
 with ``ColumnParallelLinear`` and ``RowParallelLinear``, DTensor's by its plans. A
@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import textwrap
 
 import torch
@@ -33,14 +32,8 @@ from torch.distributed.tensor.parallel import (
     parallelize_module,
 )
 
-from snippets.core.cli import (
-    OneLineParser,
-    add_run_arguments,
-    guarded,
-    main_entry,
-    positive_int,
-)
-from snippets.core.runtime import Spec, UsageError, device, launch, print0
+from snippets.core.cli import main_entry, positive_int
+from snippets.core.runtime import Spec, UsageError, device, print0
 from snippets.core.timing import interleave, record, sentence, spread
 from snippets.models.tiny_gpt import GPT, GPTConfig
 from snippets.parallel.tensor.tensor_parallel import (
@@ -124,46 +117,28 @@ def lines(r: dict) -> list[str]:
     ]
 
 
-def parser() -> OneLineParser:
-    found = OneLineParser(prog="python -m snippets bench tp", description=SPEC.summary)
-    add_run_arguments(found)
-    add_arguments(found)
-    found.add_argument("--json", action="store_true", help="one JSON record")
-    return found
-
-
 def add_arguments(parser) -> None:
     parser.add_argument(
         "--rounds", type=positive_int, default=ROUNDS, help="timed steps of each"
     )
+    parser.add_argument(
+        "--json", dest="as_json", action="store_true", help="one JSON record"
+    )
 
 
-def _rank(opts) -> dict:
-    return measure(opts.rounds)
+def check_options(options: dict, world_size: int) -> None:
+    """Before any rank starts (``runtime.run`` calls it): d and 4d are cut in as many
+    blocks as there are ranks."""
+    if CFG.n_embd % world_size:
+        raise UsageError(
+            f"-n {world_size}: d={CFG.n_embd} is not divisible by the tensor-parallel "
+            f"size {world_size}; use a size that divides {CFG.n_embd}"
+        )
 
 
-def bench(argv: list[str]) -> int:
-    opts = parser().parse_args(argv)
-
-    def body() -> int:
-        n = 2 if opts.nproc is None else opts.nproc
-        if CFG.n_embd % n:  # d and 4d are cut in n blocks: refuse before any rank
-            raise UsageError(
-                f"-n {n}: d={CFG.n_embd} is not divisible by the tensor-parallel "
-                f"size {n}; use a size that divides {CFG.n_embd}"
-            )
-        r = launch(_rank, n, opts.backend, opts.timeout or 120.0, args=(opts,))[0]
-        if int(os.environ.get("RANK", "0")) == 0:
-            print(json.dumps(r) if opts.json else "\n".join(lines(r)), flush=True)
-        return 0
-
-    return guarded(body)
-
-
-def main(rounds: int = ROUNDS) -> dict:
+def main(rounds: int = ROUNDS, as_json: bool = False) -> dict:
     r = measure(rounds)
-    for line in lines(r):
-        print0(line)
+    print0(json.dumps(r) if as_json else "\n".join(lines(r)))
     provenance = {"backend": dist.get_backend(), "world_size": r["world_size"]}
     return {
         "records": [r],

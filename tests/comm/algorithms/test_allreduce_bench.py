@@ -21,6 +21,7 @@ from conftest import refused
 from snippets.comm.algorithms import allreduce
 from snippets.comm.algorithms import allreduce_bench as ab
 from snippets.core import charts, registry
+from snippets.core.cli import bench_program
 from snippets.core.runtime import launch
 
 REPO = Path(__file__).resolve().parents[3]
@@ -158,7 +159,7 @@ def test_main_reports_on_three_ranks():
 )
 def test_bad_input_is_one_line_and_exit_2(argv, capsys):
     with pytest.raises(SystemExit) as exc:
-        ab.bench(argv)
+        bench_program(ab, ab.BENCH, argv)
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error:") and len(err.splitlines()) == 1

@@ -10,8 +10,10 @@ import json
 
 import pytest
 import torch
+from conftest import refused
 
 from snippets.core import registry
+from snippets.core.cli import bench_program
 from snippets.core.runtime import launch
 from snippets.models.tiny_gpt import GPT, GPTConfig
 from snippets.parallel.data import ddp_bench
@@ -21,7 +23,7 @@ SMALL = GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_head=2, n_embd=32)
 
 def test_it_is_the_registered_bench_called_ddp() -> None:
     assert registry.bench_modules()["ddp"] == "snippets.parallel.data.ddp_bench"
-    assert ddp_bench.BENCH == "ddp" and callable(ddp_bench.bench)
+    assert ddp_bench.BENCH == "ddp" and callable(ddp_bench.main)
 
 
 def small_run() -> dict:
@@ -58,10 +60,10 @@ def test_a_small_run_trains_both_sides_alike_on_2_ranks() -> None:
         assert records["zero3"]["hidden_fraction"] is None
 
 
-def test_json_records_one_per_implementation_and_world_size(capsys) -> None:
-    args = ["--world-sizes", "2", "--rounds", "1", "--json"]
-    assert ddp_bench.bench([*args, "--pairs", "ddp"]) == 0  # zero3: the run above
-    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+def test_json_records_one_per_implementation(capfd) -> None:
+    args = ["-n", "2", "--rounds", "1", "--json", "--pairs", "ddp"]  # zero3: above
+    assert bench_program(ddp_bench, ddp_bench.BENCH, args) == 0
+    records = [json.loads(line) for line in capfd.readouterr().out.splitlines()]
     assert [(r["impl"], r["baseline"], r["world_size"]) for r in records] == [
         ("ddp", "torch_ddp", 2)
     ]
@@ -95,8 +97,7 @@ def test_verdicts_say_only_what_the_iqr_allows() -> None:
 @pytest.mark.parametrize(
     "args,named",
     [
-        (["--world-sizes", "0"], "--world-sizes"),
-        (["--world-sizes", "2", "-1"], "--world-sizes"),
+        (["-n", "0"], "-n"),
         (["--bucket-cap-mb", "0"], "--bucket-cap-mb"),
         (["--bucket-cap-mb", "nan"], "--bucket-cap-mb"),
         (["--rounds", "0"], "--rounds"),
@@ -105,14 +106,10 @@ def test_verdicts_say_only_what_the_iqr_allows() -> None:
         (["--timeout", "0"], "--timeout"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(args, named, capsys) -> None:
-    with pytest.raises(SystemExit) as exit_:
-        ddp_bench.bench(args)
-    err = capsys.readouterr().err
-    assert exit_.value.code == 2 and err.count("\n") == 1 and named in err, err
+def test_bad_input_is_one_line_and_exit_2(args, named, capfd) -> None:
+    assert named in refused(["bench", "ddp", *args], capfd)
 
 
-def test_nccl_without_a_gpu_per_rank_is_one_line_and_exit_2(capsys) -> None:
-    assert ddp_bench.bench(["--backend", "nccl", "--world-sizes", "2", "64"]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "nccl" in err and "Traceback" not in err
+@pytest.mark.parametrize("door", [["bench", "ddp"], ["run", "ddp_bench"]])
+def test_nccl_without_a_gpu_per_rank_is_one_line_and_exit_2(door, capfd) -> None:
+    assert "nccl" in refused([*door, "--backend", "nccl", "-n", "64"], capfd)

@@ -32,3 +32,11 @@ def test_a_run_gives_one_record_with_its_spread() -> None:
 @pytest.mark.parametrize("args", [["--tokens", "0"], ["--rounds", "-1"], ["-n", "0"]])
 def test_bad_options_are_one_line_and_exit_2(args, capfd) -> None:
     refused(["bench", "moe", *args], capfd)
+
+
+@pytest.mark.parametrize("door", [["bench", "moe"], ["run", "moe_bench"]])
+def test_ranks_that_do_not_split_the_experts_are_refused_before_any_start(
+    door, capfd
+) -> None:
+    said = refused([*door, "-n", "3"], capfd, nothing_on_stdout=True)
+    assert "4 experts do not split over 3 ranks" in said

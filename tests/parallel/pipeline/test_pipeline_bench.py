@@ -10,21 +10,23 @@ import json
 from fractions import Fraction
 
 import pytest
+from conftest import refused
 
 from snippets.core import registry
 from snippets.core.claims import LawBroken
+from snippets.core.cli import bench_program
 from snippets.parallel.pipeline import pipeline_bench
 
 
 def test_it_is_the_registered_bench_called_pipeline() -> None:
     assert "snippets.parallel.pipeline.pipeline_bench" in registry.module_names()
-    assert pipeline_bench.BENCH == "pipeline" and callable(pipeline_bench.bench)
+    assert pipeline_bench.BENCH == "pipeline" and callable(pipeline_bench.main)
 
 
-def test_two_json_records_and_both_sides_compute_the_same(capsys) -> None:
+def test_two_json_records_and_both_sides_compute_the_same(capfd) -> None:
     args = ["-n", "2", "--m", "2", "--rounds", "2", "--repeats", "2", "--json"]
-    assert pipeline_bench.bench(args) == 0
-    step, bubble = map(json.loads, capsys.readouterr().out.splitlines())
+    assert bench_program(pipeline_bench, pipeline_bench.BENCH, args) == 0
+    step, bubble = map(json.loads, capfd.readouterr().out.splitlines())
     assert (step["impl"], step["baseline"], step["world_size"]) == (
         "1f1b", "torch_1f1b", 2,
     )  # fmt: skip
@@ -49,21 +51,19 @@ def test_two_json_records_and_both_sides_compute_the_same(capsys) -> None:
         (["-n", "-2"], "-n"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(args, named, capsys) -> None:
-    with pytest.raises(SystemExit) as exit_:
-        pipeline_bench.bench(args)
-    err = capsys.readouterr().err
-    assert exit_.value.code == 2 and err.count("\n") == 1 and named in err, err
+def test_bad_input_is_one_line_and_exit_2(args, named, capfd) -> None:
+    assert named in refused(["bench", "pipeline", *args], capfd)
 
 
+@pytest.mark.parametrize("door", [["bench", "pipeline"], ["run", "pipeline_bench"]])
 @pytest.mark.parametrize(
     "args,said",
-    [(["-n", "1"], "at least 2 ranks"), (["-n", "4", "--m", "3"], "needs m >= p=4")],
+    [(["-n", "1"], "at least 2"), (["-n", "4", "--m", "3"], "needs m >= p=4")],
 )
-def test_what_cannot_run_is_one_line_and_exit_2(args, said, capsys) -> None:
-    assert pipeline_bench.bench(args) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and said in err, err
+def test_what_cannot_run_is_refused_before_any_rank_starts(
+    door, args, said, capfd
+) -> None:
+    assert said in refused([*door, *args], capfd, nothing_on_stdout=True)
 
 
 def bubble_record(f_ms: float, b_ms: float) -> dict:

@@ -8,19 +8,21 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import refused
 
 from snippets.core import registry
+from snippets.core.cli import bench_program
 from snippets.parallel.tensor import tp_bench
 
 
 def test_it_is_the_registered_bench_called_tp() -> None:
     assert "snippets.parallel.tensor.tp_bench" in registry.module_names()
-    assert tp_bench.BENCH == "tp" and callable(tp_bench.bench)
+    assert tp_bench.BENCH == "tp" and callable(tp_bench.main)
 
 
-def test_one_json_record_and_both_sides_compute_the_same(capsys) -> None:
-    assert tp_bench.bench(["--rounds", "3", "--json"]) == 0
-    (line,) = capsys.readouterr().out.splitlines()
+def test_one_json_record_and_both_sides_compute_the_same(capfd) -> None:
+    assert bench_program(tp_bench, tp_bench.BENCH, ["--rounds", "3", "--json"]) == 0
+    (line,) = capfd.readouterr().out.splitlines()
     r = json.loads(line)
     assert (r["impl"], r["baseline"], r["world_size"]) == ("tp_mlp", "dtensor", 2)
     assert r["max_abs_diff"] < 1e-5, r  # output, ∂x and every weight gradient
@@ -40,14 +42,13 @@ def test_one_json_record_and_both_sides_compute_the_same(capsys) -> None:
         (["--timeout", "-1"], "--timeout"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(args, named, capsys) -> None:
-    with pytest.raises(SystemExit) as exit_:
-        tp_bench.bench(args)
-    err = capsys.readouterr().err
-    assert exit_.value.code == 2 and err.count("\n") == 1 and named in err, err
+def test_bad_input_is_one_line_and_exit_2(args, named, capfd) -> None:
+    assert named in refused(["bench", "tp", *args], capfd)
 
 
-def test_a_size_that_does_not_split_is_one_line_and_exit_2(capsys) -> None:
-    assert tp_bench.bench(["-n", "3", "--rounds", "1"]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "not divisible by the tensor-parallel size 3" in err
+@pytest.mark.parametrize("door", [["bench", "tp"], ["run", "tp_bench"]])
+def test_a_size_that_does_not_split_is_refused_before_any_rank_starts(
+    door, capfd
+) -> None:
+    said = refused([*door, "-n", "3", "--rounds", "1"], capfd, nothing_on_stdout=True)
+    assert "not divisible by the tensor-parallel size 3" in said

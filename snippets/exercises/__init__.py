@@ -5,6 +5,6 @@
 runs a reader's function on real ranks over gloo and compares it with the same oracle
 the project's own implementation is tested against. The checks live in ``checks/``, a
 file a topic, code only; every word an exercise says lives in ``exercises.md``, and
-:mod:`.catalog` joins the two. The top floor: it may import every other folder
-(floors: ``tests/core/test_floors.py``).
+:mod:`.catalog` joins the two. The floor under ``tools``: it may import every other
+folder of snippets (floors: ``tests/core/test_floors.py``).
 """

@@ -60,7 +60,11 @@ def join_group(
         dist.init_process_group(
             backend, store=store, rank=rank, world_size=world_size, timeout=timeout
         )
-    if backend == "gloo":  # N ranks share the cores: not a thread per core each
+    if backend == "gloo":
+        # No rank leaves before every rank has connected: one with nothing to do
+        # would close its sockets on a peer still meeting, and that peer would fail.
+        dist.barrier()
+        # N ranks share the cores: not a thread per core each.
         local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
         share = max(1, (os.cpu_count() or 1) // local_ranks)
         asked = os.environ.get("OMP_NUM_THREADS", "").split(",")[0]  # never more

@@ -7,6 +7,7 @@ import multiprocessing as mp
 import os
 import time
 from pathlib import Path
+from typing import Callable
 
 import pytest
 import rank_workers
@@ -174,3 +175,21 @@ def test_a_rank_that_exits_without_a_report_is_named_not_waited_for() -> None:
     assert err.value.cause == "process exited with status 0 without reporting"
     assert time.monotonic() - start < 20
     assert process_children(os.getpid()) == []
+
+
+def test_gloo_ranks_meet_in_a_barrier_before_any_may_leave(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rank with nothing to do returns at once; had it left while a peer was still
+    connecting, that peer's init would fail on a closed socket. join_group holds every
+    gloo rank until all have met."""
+    calls: list[str] = []
+
+    def note(what: str) -> Callable:
+        return lambda *_, **__: calls.append(what)
+
+    monkeypatch.setattr(dist, "init_process_group", note("init"))
+    monkeypatch.setattr(dist, "barrier", note("barrier"))
+    monkeypatch.setattr(torch, "set_num_threads", note("threads"))
+    ranks.join_group("gloo", 30, 0, 3, str(tmp_path))
+    assert calls == ["init", "barrier", "threads"]

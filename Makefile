@@ -66,7 +66,8 @@ test: install lint
 	@$(BIN)/python -m snippets run-all > .cache/run-all.log 2>&1 & runall=$$!; \
 	PYTHONPATH=$(CURDIR) $(BIN)/python tests/js/write_goldens.py && \
 	node --test tests/js/ && \
-	$(BIN)/python -m pytest --codeblocks -n $(TEST_JOBS) --dist loadfile --durations=20; \
+	$(BIN)/python -m pytest --codeblocks -n $(TEST_JOBS) --dist loadfile \
+		--no-loadscope-reorder --durations=20; \
 	suite=$$?; \
 	wait $$runall; ran=$$?; cat .cache/run-all.log; \
 	test $$suite -eq 0 && test $$ran -eq 0

@@ -143,9 +143,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.timeout(seconds, func_only=True), append=False)
             file = item.nodeid.split("::")[0]
             waits[file] = max(waits.get(file, 0), 2 if "built_site" in needs else 1)
-    # Files that wait go last, the site's after the rest (the sort is stable), so that
-    # no worker sits waiting for run-all while tests that need nothing are left.
-    items.sort(key=lambda item: waits.get(item.nodeid.split("::")[0], 0))
+    # Files that wait go last, the site's after the rest, so that no worker sits waiting
+    # for run-all while tests that need nothing are left; within each of the three, a
+    # file marked long (minutes) first, so the others fill in around it. The sort is
+    # stable, and the Makefile keeps xdist from reordering files by their test counts.
+    long = {i.nodeid.split("::")[0] for i in items if i.get_closest_marker("long")}
+
+    def order(item: pytest.Item) -> tuple[int, bool]:
+        file = item.nodeid.split("::")[0]
+        return waits.get(file, 0), file not in long
+
+    items.sort(key=order)
 
 
 @pytest.fixture(scope="session")

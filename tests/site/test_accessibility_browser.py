@@ -12,7 +12,7 @@ import pytest
 from browsing import chart_pages, every_page, url_of, wait_for_charts
 from conftest import REPO
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.long]
 
 AXE = REPO / "node_modules" / "axe-core" / "axe.min.js"
 TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]

@@ -20,7 +20,7 @@ from browsing import (
 )
 from conftest import load_hook
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.long]
 
 # Each formula and diagram as drawn: its size, and the font KaTeX's text is set in.
 DRAWN = """() => [...document.querySelectorAll('.katex, svg.cp-diagram')].map(e => {

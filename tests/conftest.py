@@ -83,6 +83,15 @@ def _live_processes() -> dict[int, tuple[int, bytes]]:
     return table
 
 
+def alive(pid: int) -> bool:
+    """The process runs (a zombie has ended, though its parent has not yet read it)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
 def process_children(pid: int) -> list[int]:
     """Live ranks that ``pid`` started: its children, and the children of its fork
     server (ranks are forked there). multiprocessing's own helpers are not ranks: the

@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import math
 
-from snippets.sizing import memory, traffic
+from snippets.sizing import memory, presets, traffic
+from snippets.sizing.estimate import estimate
 from snippets.viewer.parallel_overlay import (
     Degrees,
     check_degrees,
@@ -228,3 +229,16 @@ def dims4(out: dict, cp: int) -> tuple[float, float, float, float]:
     """(b, s_loc, h_kv, e) of attention's K: (B, heads, N, head dim)."""
     B, H, N, hd = out["shape"]
     return B, N / cp, H * hd, out["bytes"] / (B * H * N * hd)
+
+
+def calculator(model: dict, seq: int, d: Degrees) -> dict:
+    """The sizing calculator's answer for degrees ``d``, on the GPU and precision the
+    overlay's bytes are drawn for (an H100, fp32): the oracle of every overlay check."""
+    return estimate(
+        model,
+        presets.GPUS["h100-sxm"],
+        seq=seq,
+        precision="fp32",
+        **dict(dp=d.dp, tp=d.tp, pp=d.pp, cp=d.cp, zero=d.zero, ep=d.ep),
+        sequence_parallel=d.sp,
+    )

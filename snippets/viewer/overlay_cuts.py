@@ -19,10 +19,9 @@ from snippets.core.claims import law
 from snippets.core.cli import main_entry
 from snippets.core.runtime import Spec, print0
 from snippets.sizing import presets
-from snippets.sizing.estimate import estimate
 from snippets.viewer.graph_export import export_graph
 from snippets.viewer.model_viewer import tiny_gpt, tiny_gpt_inputs
-from snippets.viewer.overlay_bytes import collectives, rank_bytes
+from snippets.viewer.overlay_bytes import calculator, collectives, rank_bytes
 from snippets.viewer.parallel_overlay import Degrees, annotate
 
 SPEC = Spec(summary="where TP and PP cut a GPT block; the bytes = the calculator's")
@@ -55,14 +54,7 @@ def layer_rows(graph: dict, d: Degrees) -> list[dict]:
 
 def check(graph: dict, seq: int, d: Degrees) -> dict:
     """The overlay's most loaded rank against estimate(); returns the overlay's."""
-    want = estimate(
-        presets.MODELS["tiny-gpt"],
-        presets.GPUS["h100-sxm"],
-        seq=seq,
-        precision="fp32",
-        **dict(dp=d.dp, tp=d.tp, pp=d.pp, cp=d.cp, zero=d.zero),
-        sequence_parallel=d.sp,
-    )
+    want = calculator(presets.MODELS["tiny-gpt"], seq, d)
     rows = rank_bytes(graph, d)
     top = max(rows, key=lambda r: r["weights"])
     got = {"model states": top["total"], "TP": top["tp"], "DP": top["dp"]}

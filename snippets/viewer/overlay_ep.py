@@ -24,10 +24,9 @@ from snippets.core.claims import law
 from snippets.core.cli import main_entry
 from snippets.core.runtime import Spec, print0
 from snippets.sizing import presets
-from snippets.sizing.estimate import estimate
 from snippets.viewer.graph_export import export_graph
 from snippets.viewer.model_viewer import tiny_gpt_inputs, tiny_moe_gpt
-from snippets.viewer.overlay_bytes import collectives, rank_bytes
+from snippets.viewer.overlay_bytes import calculator, collectives, rank_bytes
 from snippets.viewer.overlay_cuts import calls_text
 from snippets.viewer.parallel_overlay import (
     Degrees,
@@ -89,14 +88,7 @@ def all_to_alls(graph: dict, d: Degrees) -> list[dict]:
 
 def check(graph: dict, seq: int, d: Degrees) -> dict:
     """The overlay's most loaded rank against estimate(); returns the overlay's."""
-    want = estimate(
-        calculator_model(graph),
-        presets.GPUS["h100-sxm"],
-        seq=seq,
-        precision="fp32",
-        **dict(dp=d.dp, tp=d.tp, pp=d.pp, cp=d.cp, zero=d.zero, ep=d.ep),
-        sequence_parallel=d.sp,
-    )
+    want = calculator(calculator_model(graph), seq, d)
     top = max(rank_bytes(graph, d), key=lambda r: r["weights"])
     mem, comm = want["memory_bytes"], want["comm_bytes_per_step"]
     got = {"weights": top["weights"], "grads": top["grads"]}

@@ -19,7 +19,7 @@ import pytest
 import rank_workers
 import torch
 import torch.distributed as dist
-from conftest import REPO, process_children
+from conftest import REPO, alive, process_children
 
 from snippets.core import runtime
 from snippets.core.cli import guarded
@@ -121,17 +121,9 @@ def test_ranks_exit_when_the_launcher_is_killed() -> None:
         parent.send_signal(signal.SIGKILL)
         parent.wait()
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+    while time.monotonic() < deadline and any(alive(p) for p in pids):
         time.sleep(0.2)
-    assert not any(_alive(p) for p in pids), "orphaned ranks kept running"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
+    assert not any(alive(p) for p in pids), "orphaned ranks kept running"
 
 
 def test_backend_choice_refuses_what_cannot_work() -> None:

@@ -29,8 +29,7 @@ from browsing import url_of
 from conftest import Quiet
 
 from snippets.sizing import presets
-from snippets.sizing.estimate import estimate
-from snippets.viewer.overlay_bytes import collectives, rank_bytes
+from snippets.viewer.overlay_bytes import calculator, collectives, rank_bytes
 from snippets.viewer.overlay_dp import dp_markers
 from snippets.viewer.overlay_ep import calculator_model
 from snippets.viewer.parallel_overlay import Degrees, check_degrees, ep_rank, mixtures
@@ -164,14 +163,7 @@ def test_the_overlays_bytes_equal_the_calculators(
             (c["at"], c["kind"], c["name"], c["bytes"]) for c in collectives(graph, d)
         }
         assert shown == want, d  # every TP, SP, PP, CP and DP marker, with its bytes
-        calc = estimate(
-            presets.MODELS["tiny-gpt"],
-            presets.GPUS["h100-sxm"],
-            seq=seq,
-            precision="fp32",
-            **dict(dp=d.dp, tp=d.tp, pp=d.pp, cp=d.cp, zero=d.zero),
-            sequence_parallel=d.sp,
-        )
+        calc = calculator(presets.MODELS["tiny-gpt"], seq, d)
         top = max(rows, key=lambda r: r["weights"])
         comm, mem = calc["comm_bytes_per_step"], calc["memory_bytes"]
         for kind in ("tp", "cp", "dp"):
@@ -219,14 +211,7 @@ def test_experts_their_ranks_and_all_to_alls(
         }
         assert shown == want, d  # the all-to-alls and every other marker
         assert {kind for _, kind, _, _ in shown} >= {"ep", "tp", "dp"}
-        calc = estimate(
-            calculator_model(graph),
-            presets.GPUS["h100-sxm"],
-            seq=seq,
-            precision="fp32",
-            **dict(dp=d.dp, tp=d.tp, pp=d.pp, cp=d.cp, zero=d.zero, ep=d.ep),
-            sequence_parallel=d.sp,
-        )
+        calc = calculator(calculator_model(graph), seq, d)
         top = max(rows, key=lambda r: r["weights"])
         for kind in ("tp", "dp", "ep"):
             comm = calc["comm_bytes_per_step"][kind]

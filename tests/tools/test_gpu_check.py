@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from conftest import REPO, alive
 
 from snippets.tools import gpu_check, gpu_report
 
@@ -133,14 +133,6 @@ def test_without_records_the_report_says_why() -> None:
     assert "No TFLOP/s: the benchmark gave no records (failed: error: unre" in text
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 def test_a_step_over_its_limit_is_killed_with_its_children() -> None:
     code = textwrap.dedent(
         """
@@ -158,9 +150,9 @@ def test_a_step_over_its_limit_is_killed_with_its_children() -> None:
     assert slow.status == "timed out" and 3 <= slow.seconds < 6
     grandchild = int(slow.output.split()[0])
     deadline = time.monotonic() + 5
-    while _alive(grandchild) and time.monotonic() < deadline:
+    while alive(grandchild) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not _alive(grandchild)
+    assert not alive(grandchild)
     assert after.status == "passed" and after.output == "hi\n"
 
 

@@ -9,8 +9,7 @@ import pytest
 
 from snippets.models.tiny_gpt import GPTConfig
 from snippets.sizing import presets
-from snippets.sizing.estimate import estimate
-from snippets.viewer.overlay_bytes import collectives, held, rank_bytes
+from snippets.viewer.overlay_bytes import calculator, collectives, held, rank_bytes
 from snippets.viewer.parallel_overlay import Degrees
 
 COLUMN_SPLIT = ("attn.q.", "attn.k.", "attn.v.", "mlp.fc.", "tok_emb.")  # all of it
@@ -31,14 +30,9 @@ STATES = {"weights": "weights", "grads": "gradients", "optimizer": "optimizer"}
 )
 def test_overlay_equals_estimate(tiny, dp, tp, pp, cp, zero, sp) -> None:
     _, args, graph = tiny
-    want = estimate(
-        presets.MODELS["tiny-gpt"],
-        presets.GPUS["h100-sxm"],
-        seq=args[0].shape[1],
-        precision="fp32",
-        **dict(dp=dp, tp=tp, pp=pp, cp=cp, zero=zero, sequence_parallel=sp),
-    )
-    rows = rank_bytes(graph, Degrees(dp, tp, pp, cp, zero, sp))
+    d = Degrees(dp, tp, pp, cp, zero, sp)
+    want = calculator(presets.MODELS["tiny-gpt"], args[0].shape[1], d)
+    rows = rank_bytes(graph, d)
     top = max(rows, key=lambda r: r["weights"])  # estimate: the most loaded GPU
     mem = want["memory_bytes"]
     for col, key in STATES.items():

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from snippets.sizing import presets
-from snippets.sizing.estimate import estimate
+from snippets.viewer.overlay_bytes import calculator
 from snippets.viewer.overlay_dp import dp_markers
 from snippets.viewer.parallel_overlay import Degrees
 
@@ -27,13 +27,8 @@ from snippets.viewer.parallel_overlay import Degrees
 def test_markers_sum_to_the_calculators_traffic(tiny, dp, tp, pp, cp, zero, sp):
     model, args, graph = tiny
     d = Degrees(dp, tp, pp, cp, zero, sp)
-    want = estimate(
-        presets.MODELS["tiny-gpt"],
-        presets.GPUS["h100-sxm"],
-        seq=args[0].shape[1],
-        precision="fp32",
-        **dict(dp=dp, tp=tp, pp=pp, cp=cp, zero=zero, sequence_parallel=sp),
-    )["comm_bytes_per_step"]["dp"]
+    want = calculator(presets.MODELS["tiny-gpt"], args[0].shape[1], d)
+    want = want["comm_bytes_per_step"]["dp"]
     marks = dp_markers(graph, d)
     holders = {n.rpartition(".")[0] for n, _ in model.named_parameters()}
     if pp > 1:  # the last stage holds its own copy of the tied embedding

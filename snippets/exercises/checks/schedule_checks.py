@@ -91,19 +91,11 @@ def check_one_f_one_b(fn, grade: Grade) -> None:
             )
 
 
-def as_number(case: Case, got, what: str) -> torch.Tensor | None:
-    try:
-        return torch.tensor(float(got), dtype=torch.float64)
-    except (TypeError, ValueError):
-        case.fail(f"{what} is {type(got).__name__}, not a number")
-        return None
-
-
 def check_bubble_fraction(fn, grade: Grade) -> None:
     for name in ("gpipe", "1f1b"):
         for p, m in SIZES:
             with grade.case(f"{name}, p={p}, m={m}") as case:
-                got = as_number(case, case.call(fn, name, p, m), "the bubble")
+                got = case.number(case.call(fn, name, p, m), "the bubble")
                 if got is None:
                     continue
                 # the oracle: the project's plan, played with unit F and B times

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from snippets.exercises.engine import Case, Exercise, Grade
+from snippets.exercises.engine import Exercise, Grade
 from snippets.models.tiny_gpt import GPT, GPTConfig
 from snippets.sizing.params import total_params
 from snippets.sizing.zero_memory import model_state_bytes
@@ -30,14 +30,6 @@ GPT_SHAPES = (  # V, s, L, h, a, tied, bias
 )
 
 
-def as_number(case: Case, got, what: str) -> torch.Tensor | None:
-    try:
-        return torch.tensor(float(got), dtype=torch.float64)
-    except (TypeError, ValueError):
-        case.fail(f"{what} is {type(got).__name__}, not a number")
-        return None
-
-
 def check_gpt_params(fn, grade: Grade) -> None:
     for V, s, L, h, a, tied, bias in GPT_SHAPES:
         title = (
@@ -46,7 +38,7 @@ def check_gpt_params(fn, grade: Grade) -> None:
         )
         with grade.case(title) as case:
             got = case.call(fn, "gpt", V, s, L, h, a, a, 4 * h, tied, bias)
-            got = as_number(case, got, "the count")
+            got = case.number(got, "the count")
             if got is None:
                 continue
             config = GPTConfig(V, s, L, a, h, bias=bias, tie_embeddings=tied)
@@ -74,7 +66,7 @@ def check_gpt_params(fn, grade: Grade) -> None:
     with grade.case("GPT-2 small: 124,439,808, as published") as case:
         g = GPT2_SMALL
         args = ("gpt", g["V"], g["s"], g["L"], g["h"], g["a"], g["a"], 4 * g["h"])
-        got = as_number(case, case.call(fn, *args, True, True), "the count")
+        got = case.number(case.call(fn, *args, True, True), "the count")
         if got is not None:
             want = torch.tensor(float(GPT2_SMALL_PARAMS), dtype=torch.float64)
             case.equal(got, want, "the count")
@@ -109,7 +101,7 @@ def check_zero_memory(fn, grade: Grade) -> None:
                     for part in PARTS
                 }
                 for part in PARTS:
-                    value = as_number(case, got[part], part)
+                    value = case.number(got[part], part)
                     if value is None:
                         break
                     other = full[part] / N if want[part] == full[part] else full[part]
@@ -125,7 +117,7 @@ def check_zero_memory(fn, grade: Grade) -> None:
                         rtol=1e-12,
                         mistakes=((other, hint),) if N > 1 else (),
                     )
-                value = as_number(case, got.get("total"), "total")
+                value = case.number(got.get("total"), "total")
                 if value is not None:
                     total = torch.tensor(sum(want.values()), dtype=torch.float64)
                     case.equal(value, total, "total bytes", rtol=1e-12)
@@ -136,7 +128,7 @@ def check_zero_memory(fn, grade: Grade) -> None:
             if not isinstance(got, dict) or "total" not in got:
                 case.fail("it returns no dict with a 'total' (and each part)")
                 continue
-            total = as_number(case, got["total"], "total")
+            total = case.number(got["total"], "total")
             if total is not None:  # the paper prints 3 significant digits
                 want = torch.tensor(gb * 1e9, dtype=torch.float64)
                 case.equal(total / 1e9, want / 1e9, "GB in total", rtol=5e-3)

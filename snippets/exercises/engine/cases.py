@@ -81,6 +81,15 @@ class Case:
         if self.failure is None:
             self.failure, self.detail = why, list(detail)
 
+    def number(self, got: Any, what: str) -> torch.Tensor | None:
+        """``got`` as a float64 scalar, or None with the case failed: "the count is
+        str, not a number"."""
+        try:
+            return torch.tensor(float(got), dtype=torch.float64)
+        except (TypeError, ValueError):
+            self.fail(f"{what} is {type(got).__name__}, not a number")
+            return None
+
     def expect(self, condition: bool, why: str, *detail: str) -> bool:
         if not condition:
             self.fail(why, *detail)

@@ -10,9 +10,9 @@
     python -m snippets view package.module:factory [--input-shape 1,128 | --example
                             package.module:inputs] [--out DIR] [--open]
 
-Snippets and benchmarks are found by :mod:`snippets.core.registry`; ``run-all`` lives in
-:mod:`snippets.tools.run_all`. Every number an option takes is checked by the parser,
-so bad input is one line and exit status 2.
+Snippets and benchmarks are found by :mod:`snippets.tools.registry`, and ``run-all``
+lives in :mod:`snippets.tools.run_all`. Every number an option takes is checked by the
+parser, so bad input is one line and exit status 2.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import os
 import sys
 from pathlib import Path
 
-from snippets.core import registry
 from snippets.core.cli import (
     OneLineParser,
     add_run_arguments,
@@ -35,6 +34,7 @@ from snippets.core.cli import (
     snippet_options,
 )
 from snippets.core.runtime import choose_backend, run, under_torchrun
+from snippets.tools import registry
 from snippets.tools.run_all import DEFAULT_RESULTS, check_writable, run_all
 
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from conftest import REPO
 
-from snippets.core import import_graph, registry
+from snippets.core import import_graph
+from snippets.tools import registry
 
 SNIPPETS = REPO / "snippets"
 DOCS = REPO / "docs"

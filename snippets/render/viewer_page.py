@@ -25,7 +25,7 @@ import shutil
 from pathlib import Path
 
 from snippets.core.errors import UsageError
-from snippets.core.registry import REPO_DIR
+from snippets.core.import_graph import REPO_DIR
 from snippets.render.kinds import KINDS
 
 DOCS = REPO_DIR / "docs"

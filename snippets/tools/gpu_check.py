@@ -36,7 +36,6 @@ from pathlib import Path
 import torch
 
 from snippets.core.cli import OneLineParser, positive_float
-from snippets.core.registry import bench_modules, snippets_by_name
 from snippets.core.results import provenance
 from snippets.tools.gpu_report import (
     TFLOPS_STEP,
@@ -45,6 +44,7 @@ from snippets.tools.gpu_report import (
     report,
     tflops_rows,
 )
+from snippets.tools.registry import bench_modules, snippets_by_name
 
 REPO_DIR = Path(__file__).resolve().parents[2]
 BUDGET_S = 450.0  # all steps together: 8 minutes, less start-up and the report

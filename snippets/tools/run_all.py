@@ -41,9 +41,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from snippets import render
-from snippets.core import import_graph, registry, results
+from snippets.core import import_graph, results
 from snippets.core.errors import UsageError
 from snippets.core.runtime import choose_backend, gpu_count
+from snippets.tools import registry
 from snippets.tools.run_order import not_run_because, producers_first, run_in_order
 
 DEFAULT_RESULTS = registry.REPO_DIR / "results"

@@ -13,7 +13,7 @@ from conftest import REPO, refused
 
 from snippets.__main__ import build_parser, main
 from snippets.core import cli as cli_helpers
-from snippets.core import registry
+from snippets.tools import registry
 
 
 def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:

@@ -12,18 +12,19 @@ from pathlib import Path
 
 from conftest import REPO
 
-from snippets.core import import_graph, registry
+from snippets.core import import_graph
+from snippets.tools import registry
 
 SNIPPETS = REPO / "snippets"
 FLOORS: list[tuple[str, ...]] = [  # lowest first
-    ("core",),  # runtime, results, registry, charts: what every snippet imports
+    ("core",),  # runtime, results, charts: what every snippet imports
     ("sizing", "render"),  # the calculator's pure formulas; parts and results drawn
     ("models",),  # the tiny GPT and its layers (MoE included)
     ("comm", "attention"),  # collectives by hand; attention kernels
     ("parallel",),  # the strategies, built on models, comm and attention
     ("hardware", "faults", "viewer"),  # what runs on the strategies, and shows them
     ("exercises",),  # the reader's versions, graded against every floor below
-    ("tools",),  # run-all and the GPU check: they run every floor, as processes
+    ("tools",),  # the registry, run-all, the GPU check: they run every floor
 ]
 FLOOR = {folder: level for level, floors in enumerate(FLOORS) for folder in floors}
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-from snippets.core import import_graph, registry, results
-from snippets.tools import run_all
+from snippets.core import import_graph, results
+from snippets.tools import registry, run_all
 
 # Oracle: a fresh interpreter imports torch (and the torch packages most snippets pull
 # in, which list no snippets file) once, then forks a child per module; each child

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from snippets.core import claims, registry
+from snippets.core import claims
 from snippets.core.claims import Law, Observation
-from snippets.tools import run_all
+from snippets.tools import registry, run_all
 
 SNIPPETS = Path(__file__).resolve().parents[2] / "snippets"
 

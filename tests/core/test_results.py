@@ -15,9 +15,9 @@ import torch
 
 from snippets import render
 from snippets.core import charts, results
-from snippets.core.registry import REPO_DIR
 from snippets.core.runtime import describe_device
 from snippets.render import fragments
+from snippets.tools.registry import REPO_DIR
 
 PROVENANCE = {
     "device": "cpu",

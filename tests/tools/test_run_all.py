@@ -23,10 +23,10 @@ import pytest
 from conftest import REPO, process_children
 
 from snippets.__main__ import main as snippets_main
-from snippets.core import registry, results
+from snippets.core import results
 from snippets.core.errors import UsageError
 from snippets.core.runtime import Spec
-from snippets.tools import run_all, run_order
+from snippets.tools import registry, run_all, run_order
 
 
 def test_writable_folder_is_made_and_left_empty(tmp_path: Path) -> None:

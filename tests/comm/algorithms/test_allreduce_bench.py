@@ -20,9 +20,10 @@ from conftest import refused
 
 from snippets.comm.algorithms import allreduce
 from snippets.comm.algorithms import allreduce_bench as ab
-from snippets.core import charts, registry
+from snippets.core import charts
 from snippets.core.cli import bench_program
 from snippets.core.runtime import launch
+from snippets.tools import registry
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -16,8 +16,8 @@ import pytest
 from snippets.comm.cost import cost_model_explorer as ex
 from snippets.core import results
 from snippets.core.charts import validate
-from snippets.core.registry import REPO_DIR
 from snippets.sizing.cost_formulas import FORMULAS, Machine, predict
+from snippets.tools.registry import REPO_DIR
 
 # the only names a Vega expression here may use; all mean the same in Python
 VEGA = {"sqrt": math.sqrt, "log": math.log, "floor": math.floor, "pow": math.pow,

@@ -12,11 +12,11 @@ import pytest
 import torch
 from conftest import refused
 
-from snippets.core import registry
 from snippets.core.cli import bench_program
 from snippets.core.runtime import launch
 from snippets.models.tiny_gpt import GPT, GPTConfig
 from snippets.parallel.data import ddp_bench
+from snippets.tools import registry
 
 SMALL = GPTConfig(vocab_size=64, block_size=16, n_layer=2, n_head=2, n_embd=32)
 

@@ -12,10 +12,10 @@ from fractions import Fraction
 import pytest
 from conftest import refused
 
-from snippets.core import registry
 from snippets.core.claims import LawBroken
 from snippets.core.cli import bench_program
 from snippets.parallel.pipeline import pipeline_bench
+from snippets.tools import registry
 
 
 def test_it_is_the_registered_bench_called_pipeline() -> None:

@@ -10,9 +10,9 @@ import json
 import pytest
 from conftest import refused
 
-from snippets.core import registry
 from snippets.core.cli import bench_program
 from snippets.parallel.tensor import tp_bench
+from snippets.tools import registry
 
 
 def test_it_is_the_registered_bench_called_tp() -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from snippets.core import registry
 from snippets.core.import_graph import module_path
+from snippets.tools import registry
 
 
 def make_tree(root: Path, files: list[str]) -> Path:

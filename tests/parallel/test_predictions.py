@@ -8,7 +8,7 @@ import re
 from ring_bytes_rank import bytes_sent_and_received
 
 from snippets.core.runtime import launch
-from snippets.exercises import predictions
+from snippets.parallel import predictions
 from snippets.parallel.pipeline.pipeline_schedules import schedule
 from snippets.parallel.pipeline.pipeline_validate import simulate
 from snippets.render import render

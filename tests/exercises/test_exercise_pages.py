@@ -49,8 +49,8 @@ def test_try_it_gives_the_commands_the_contract_and_the_hints() -> None:
     assert "# hint:" not in text  # the hints are listed once, not twice
 
 
-def test_the_last_run_graded_every_exercise_in_reading_order() -> None:
-    record = json.loads((REPO / "results" / "exercise_pages.json").read_text())
+def test_the_last_run_graded_every_exercise_in_reading_order(results_dir) -> None:
+    record = json.loads((results_dir / "exercise_pages.json").read_text())
     names = [r["name"] for r in record["result"]["exercises"]]
     assert names == [ex.name for ex in exercises()]
 

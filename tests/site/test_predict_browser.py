@@ -8,7 +8,6 @@ import json
 
 import pytest
 from browsing import url_of
-from conftest import REPO
 
 pytestmark = pytest.mark.browser
 
@@ -17,8 +16,9 @@ def test_a_guess_is_committed_by_keyboard_then_the_answer_opens(
     open_page,
     served,
     built_site,
+    results_dir,
 ) -> None:
-    answers = json.loads((REPO / "results" / "predictions.json").read_text())
+    answers = json.loads((results_dir / "predictions.json").read_text())
     ring = answers["result"]["answers"]["ring_bytes"]
     html = next(built_site.glob("blog/20*/**/ring-allreduce/index.html"))
     page = open_page()

@@ -5,7 +5,6 @@ rank only what the spread separates."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -13,7 +12,6 @@ from snippets.comm.algorithms import allreduce_claims as ac
 from snippets.core.claims import LawBroken
 from snippets.sizing.cost_formulas import Machine, predict
 
-REPO = Path(__file__).resolve().parents[3]
 M = Machine(alpha=100e-6, beta=0.5e-9, gamma=0.05e-9)
 SIZES = [2**e for e in range(3, 25, 2)]
 
@@ -52,12 +50,8 @@ def test_a_model_that_breaks_its_law_fails_the_run(monkeypatch):
         ac.model_claims(M, SIZES, rounds_around(M, 0.05))
 
 
-def test_the_recorded_cost_model_run_is_said_either_way():
-    path = REPO / "results" / "cost_model.json"
-    rec = json.loads(path.read_text()) if path.exists() else {}
-    value = rec.get("result", {})
-    if "ping_pong_rounds_s" not in value:
-        pytest.skip("no cost_model result with its rounds recorded yet (run-all)")
+def test_the_recorded_cost_model_run_is_said_either_way(results_dir):
+    value = json.loads((results_dir / "cost_model.json").read_text())["result"]
     m = Machine(value["alpha_s"], value["beta_s_per_byte"], value["gamma_s_per_byte"])
     sizes, rounds = value["sizes"], value["ping_pong_rounds_s"]
     assert len(ac.model_claims(m, sizes, rounds)) == 4

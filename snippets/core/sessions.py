@@ -2,13 +2,14 @@
 ends, and what it left behind found and killed.
 
 Each launcher starts with ``start_new_session``, so its session and process group hold
-it and whatever it starts directly. SIGTERM to that group is the polite stop: torchrun
-passes it on to its ranks and exits. SIGKILL to the group, after a grace period, is the
-other one. Neither reaches every rank: torchrun starts each rank in a session of its
-own, and a rank whose launcher was killed outright is given to init, out of reach of
-any walk down the process tree. What a rank keeps is its environment. Every process a
-run starts carries ``COMMONPLACE_RUN=<the run's id>``; once the launchers are gone,
-whatever still carries it was left behind, and is killed by its pid.
+it and whatever it starts without a session of its own. SIGTERM to that group is the
+polite stop: torchrun passes it on to its ranks and exits. SIGKILL to the group, after
+a grace period, is the other one. Neither reaches every rank: torchrun starts each
+rank in a session of its own, and a rank whose launcher was killed outright is given
+to init, out of reach of any walk down the process tree. What a rank keeps is its
+environment. Every process a run starts carries ``COMMONPLACE_RUN=<the run's id>``;
+once the launchers are gone, whatever still carries it was left behind, and is killed
+by its pid.
 
 Reading another process's environment takes ``/proc`` (Linux). Where there is none
 (macOS), no process is found: the sessions are still stopped, but what escaped them

@@ -34,14 +34,11 @@ import json
 import math
 import os
 import signal
-import subprocess
-import sys
 import tempfile
 import time
 import warnings
 from pathlib import Path
 
-import psutil
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
@@ -55,8 +52,8 @@ from torch.utils._pytree import tree_map
 from snippets.core.charts import line_chart
 from snippets.core.claims import Observation, Spread, check, law
 from snippets.core.cli import main_entry, nonnegative_int, positive_int
-from snippets.core.import_graph import REPO_DIR
-from snippets.core.runtime import RANK_VARIABLES, Spec, UsageError, launch
+from snippets.core.runtime import Spec, UsageError, launch
+from snippets.core.sessions import run_sessions, torchrun_command
 from snippets.models.tiny_gpt import GPT, GPTConfig, random_batch
 from snippets.parallel.data.ddp import DDP
 
@@ -232,65 +229,28 @@ def log(folder: Path, event: str, rank: int, attempt: int, step: int) -> None:
 
 # --8<-- [start:torchrun]
 def torchrun(folder: str, steps: int, every: int, kill: tuple[int, int]) -> dict:
-    """The job under ``torchrun --max-restarts 1``, in its own process session, cut
-    off after TORCHRUN_TIMEOUT_S. Afterwards nothing may be left in that session."""
-    argv = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        f"--nproc-per-node={WORLD}",
-        "--max-restarts=1",
-        "--monitor-interval=0.1",
-        "-m",
-        "snippets",
-        "run",
-        "crash_resume",
-        "--backend",
-        "gloo",
-        "--worker",
-        folder,
-        "--steps",
-        str(steps),
-        "--every",
-        str(every),
-        "--kill-step",
-        str(kill[0]),
-        "--kill-rank",
-        str(kill[1]),
-    ]
-    env = {k: v for k, v in os.environ.items() if k not in RANK_VARIABLES}
-    env |= {"GLOO_SOCKET_IFNAME": "lo", "PYTHONPATH": str(REPO_DIR)}
+    """The job under ``torchrun --max-restarts 1``, in a process session of its own,
+    stopped after TORCHRUN_TIMEOUT_S. Afterwards nothing it started may be left."""
+    options = f"--standalone --nproc-per-node={WORLD} --max-restarts=1 "
+    options += "--monitor-interval=0.1 -m snippets run crash_resume --backend gloo"
+    job = f"--steps {steps} --every {every} --kill-step {kill[0]} --kill-rank {kill[1]}"
+    argv = torchrun_command(*options.split(), "--worker", folder, *job.split())
     # The workers' process group must not share the rendezvous store: with it, a
     # restarted rank can read a dead peer's address left from the first attempt
     # (pytorch/pytorch#135712) and fail to connect.
-    env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
-    start = time.time()
-    proc = subprocess.Popen(
-        argv,
-        cwd=REPO_DIR,
-        env=env,
-        start_new_session=True,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        output, _ = proc.communicate(timeout=TORCHRUN_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        output, _ = proc.communicate()
-        (Path(folder) / "torchrun.log").write_bytes(output)
-        raise RuntimeError(
-            f"torchrun ran past {TORCHRUN_TIMEOUT_S:g} s: see {folder}/torchrun.log"
-        ) from None
-    left = left_in_session(proc.pid)
-    if left:  # stop them, then fail: a run that leaves processes is wrong
-        os.killpg(proc.pid, signal.SIGKILL)
+    env = {"GLOO_SOCKET_IFNAME": "lo", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+    log, start = Path(folder) / "torchrun.log", time.time()
+    ended = run_sessions({0: argv}, {0: log}, TORCHRUN_TIMEOUT_S, env=env)
+    if ended.stopped:
+        raise RuntimeError(f"torchrun ran past {TORCHRUN_TIMEOUT_S:g} s: see {log}")
+    left = ended.left  # found by the run's mark, in any session, then killed
     law(not left, f"torchrun left processes behind: {left}")
-    text = output.decode(errors="replace")
-    (Path(folder) / "torchrun.log").write_text(text)
-    law(proc.returncode == 0, f"torchrun exited {proc.returncode}: {why(text)}")
+    text, code = log.read_text(errors="replace"), ended.returncodes[0]
+    law(code == 0, f"torchrun exited {code}: {why(text)}")
     return {"seconds": time.time() - start, "output": text}
+
+
+# --8<-- [end:torchrun]
 
 
 def why(output: str) -> str:
@@ -299,21 +259,6 @@ def why(output: str) -> str:
     lines = [x.strip() for x in output.splitlines() if x.strip()]
     errors = [x for x in lines if "Error" in x and not x.startswith("File ")]
     return (errors or lines or ["no output"])[-1][:300]
-
-
-def left_in_session(sid: int) -> list[int]:
-    """Live processes of process session ``sid`` (torchrun's, its workers')."""
-    found = []
-    for p in psutil.process_iter(["status"]):
-        try:
-            if os.getsid(p.pid) == sid and p.info["status"] != psutil.STATUS_ZOMBIE:
-                found.append(p.pid)
-        except (ProcessLookupError, PermissionError):
-            pass
-    return found
-
-
-# --8<-- [end:torchrun]
 
 
 def run_clean(

@@ -23,13 +23,15 @@ hierarchical all-reduce) must equal a flat ``dist.all_reduce``: bit for bit on
 integer-valued fp64 data, whose sums are exact in any order; on random fp32 data within
 the rounding bound of summing the world's values in some order.
 
-Nothing is left behind: the launchers run in a folder of their own with a deadline; if
-one fails or the deadline passes, every launcher is stopped (SIGTERM, which torchrun
-passes on to its ranks, then SIGKILL), and every process that carries this run's mark
-in its environment is found and killed by its id. The rendezvous port is a free one
-below the kernel's ephemeral range, and it is free again when the run ends. Only Linux
-says what that range is; elsewhere (macOS) the port is taken below every kernel's
-default range, and the run says it could not read the kernel's own.
+Nothing is left behind: the launchers run in a folder of their own, each in a process
+session of its own, with a deadline; if one fails or the deadline passes, every
+launcher is stopped (SIGTERM, which torchrun passes on to its ranks, then SIGKILL), and
+every process that carries this run's mark in its environment is found and killed by
+its id (``snippets.core.sessions``, as for every torchrun the project starts). The
+rendezvous port is a free one below the kernel's ephemeral range, and it is free again
+when the run ends. Only Linux says what that range is; elsewhere (macOS) the port is
+taken below every kernel's default range, and the run says it could not read the
+kernel's own.
 
     python -m snippets run two_nodes                     # 2 nodes × 2 ranks, loopback
     python -m snippets run two_nodes --nodes 3 --nproc-per-node 1
@@ -45,12 +47,8 @@ import math
 import os
 import random
 import re
-import signal
 import socket
-import subprocess
-import sys
 import tempfile
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,15 +63,14 @@ from snippets.core.cli import (
     positive_float,
     positive_int,
 )
-from snippets.core.import_graph import REPO_DIR
-from snippets.core.runtime import RANK_VARIABLES, RankError, Spec, UsageError, print0
+from snippets.core.runtime import RankError, Spec, UsageError, print0
+from snippets.core.sessions import Ended, run_sessions, torchrun_command
 from snippets.parallel.mesh import Mesh
 
 SPEC = Spec(
     summary="two torchrun nodes on loopback: rank mapping, hierarchical = flat "
     "all-reduce"
 )
-MARK = "COMMONPLACE_TWO_NODES"  # in every process of one run: the run's id
 MAX_RANKS = 16  # processes one machine is asked to hold
 NUMEL = 10_001  # odd, so the shards of the reduce-scatter need padding
 # what torchrun sets in every rank's environment, all read as numbers
@@ -253,31 +250,29 @@ def launcher(
 ) -> list[str]:
     """One node's torchrun, meeting the others at 127.0.0.1:port: the command a
     reader types on each node, with this host's address in place of 127.0.0.1."""
-    torchrun = (
+    options = (
         f"--nnodes {nodes} --nproc-per-node {nproc} --node-rank {node_rank} "
         f"--rdzv-backend c10d --rdzv-endpoint 127.0.0.1:{port} --rdzv-id {run_id} "
         f"--rdzv-conf join_timeout={timeout_s + 30:g} --max-restarts 0"
     )  # the deadline here comes first; the launcher's own is for when this dies
     snippet = f"run two_nodes --backend gloo --timeout {timeout_s:g}"
-    argv = [sys.executable, "-m", "torch.distributed.run", *torchrun.split()]
-    argv += ["-m", "snippets", *snippet.split(), "--out", str(out)]
+    argv = torchrun_command(*options.split(), "-m", "snippets", *snippet.split())
+    argv += ["--out", str(out)]
     return argv + ([] if fail_rank is None else ["--fail-rank", str(fail_rank)])
 
 
+# --8<-- [end:launch]
+
+
 @dataclass
-class Launch:
-    """What became of one run of several launchers."""
+class Launch(Ended):
+    """What became of one run of several launchers: how each ended (by --node-rank,
+    ``Ended``'s fields), and what the run made of it."""
 
     port: int
     start_order: list[int]  # the --node-rank of each launcher, in the order started
-    pids: dict[int, int]  # --node-rank → its launcher's pid
-    returncodes: dict[int, int]  # its exit status (negative: ended by that signal)
     outputs: dict[int, str]  # its stdout and stderr, its ranks' included
     result: dict | None  # rank 0's record, if the run got that far
-    failed: int | None  # the launcher (by --node-rank) that failed first
-    stopped: list[int]  # the launchers (by --node-rank) that had to be stopped
-    left: list[int]  # marked processes alive once the launchers were gone
-    left_at_end: list[int]  # marked processes alive after the sweep: must be none
 
     @property
     def ok(self) -> bool:
@@ -285,6 +280,7 @@ class Launch:
         return not self.stopped and codes == {0} and self.result is not None
 
 
+# --8<-- [start:stop]
 def launch_nodes(
     nodes: int = 2,
     nproc: int = 2,
@@ -293,102 +289,21 @@ def launch_nodes(
     start_order: list[int] | None = None,
 ) -> Launch:
     """Start one torchrun per node, in ``start_order`` (of --node-rank; by default
-    the last first; one left out is a node that never comes), and wait for all of
-    them; stop them all when one fails or ``timeout_s`` (the deadline of the whole
-    run, its rendezvous and its process groups) passes."""
-    run_id, port = uuid.uuid4().hex[:12], free_port()
-    env = {k: v for k, v in os.environ.items() if k not in RANK_VARIABLES}
-    env |= {MARK: run_id, "PYTHONPATH": str(REPO_DIR), "OMP_NUM_THREADS": "1"}
+    the last first; one left out is a node that never comes), each in a session of
+    its own; stop them all when one fails or ``timeout_s`` (the deadline of the whole
+    run, its rendezvous and its process groups) passes; kill what they left."""
+    run_id, port = uuid.uuid4().hex[:12], free_port()  # run_id: rendezvous and mark
     order = start_order or list(reversed(range(nodes)))
-    procs: dict[int, subprocess.Popen] = {}  # --node-rank → its launcher
-    failed = None
-    with tempfile.TemporaryDirectory(prefix="commonplace-nodes-") as folder:
-        out = Path(folder) / "rank0.json"
-        logs = {i: open(Path(folder) / f"node{i}.log", "w+") for i in order}
-        try:
-            for i in order:
-                argv = launcher(nodes, nproc, i, port, run_id, out, timeout_s,
-                                fail_rank)  # fmt: skip
-                procs[i] = subprocess.Popen(argv, cwd=REPO_DIR, env=env,
-                                            stdout=logs[i], stderr=subprocess.STDOUT,
-                                            start_new_session=True)  # fmt: skip
-            failed = wait_all(procs, deadline=time.monotonic() + timeout_s)
-        finally:  # every way out, an exception or ^C included
-            stopped = stop(procs)
-            left = marked(run_id)  # what the launchers left behind, if anything
-            left_at_end = sweep(run_id)
-            outputs = {}
-            for i, log in logs.items():
-                log.seek(0)
-                outputs[i] = log.read()
-                log.close()
-        result = read_result(out)
-    pids = {i: p.pid for i, p in procs.items()}
-    codes = {i: p.returncode for i, p in procs.items()}
-    return Launch(port, order, pids, codes, outputs, result, failed, stopped, left,
-                  left_at_end)  # fmt: skip
-
-
-# --8<-- [end:launch]
-
-
-# --8<-- [start:stop]
-def wait_all(procs: dict[int, subprocess.Popen], deadline: float) -> int | None:
-    """Wait until every launcher has exited, one has failed, or the deadline has
-    passed: whatever still runs then is to be stopped. The first launcher (its
-    --node-rank) that failed, if one did."""
-    while time.monotonic() < deadline:
-        codes = {i: p.poll() for i, p in procs.items()}
-        failed = [i for i, c in codes.items() if c not in (None, 0)]
-        if failed or None not in codes.values():
-            return failed[0] if failed else None
-        time.sleep(0.1)
-    return None
-
-
-def stop(procs: dict[int, subprocess.Popen], grace_s: float = 10.0) -> list[int]:
-    """SIGTERM every launcher still running (torchrun stops its ranks, then exits),
-    SIGKILL its session after ``grace_s``; the --node-rank of each one stopped."""
-    running = [i for i, p in procs.items() if p.poll() is None]
-    for i in running:
-        procs[i].send_signal(signal.SIGTERM)
-    for i in running:
-        try:
-            procs[i].wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(procs[i].pid, signal.SIGKILL)  # the launcher and its helpers
-            procs[i].wait()
-    return running
-
-
-def marked(run_id: str) -> list[int]:
-    """Live processes whose environment carries this run's mark: they were started
-    by its launchers (ranks inherit the environment). Others' processes are unreadable
-    and skipped."""
-    found = []
-    needle = f"{MARK}={run_id}".encode()
-    for environ in Path("/proc").glob("[0-9]*/environ"):
-        try:
-            state = (environ.parent / "stat").read_text().rsplit(")", 1)[1].split()[0]
-            if state != "Z" and needle in environ.read_bytes().split(b"\0"):
-                found.append(int(environ.parent.name))
-        except (OSError, IndexError):
-            continue
-    return found
-
-
-def sweep(run_id: str, wait_s: float = 5.0) -> list[int]:
-    """SIGKILL every marked process by its id; the ones still alive after ``wait_s``
-    (none, unless a process cannot be killed)."""
-    for pid in marked(run_id):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + wait_s
-    while (left := marked(run_id)) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return left
+    with tempfile.TemporaryDirectory(prefix="commonplace-nodes-") as tmp:
+        out = Path(tmp) / "rank0.json"
+        argvs = {i: launcher(nodes, nproc, i, port, run_id, out, timeout_s, fail_rank)
+                 for i in order}  # fmt: skip
+        logs = {i: Path(tmp) / f"node{i}.log" for i in order}
+        ended = run_sessions(argvs, logs, timeout_s, env={"OMP_NUM_THREADS": "1"},
+                             mark=run_id)  # fmt: skip
+        outputs = {i: log.read_text(errors="replace") for i, log in logs.items()}
+        return Launch(**vars(ended), port=port, start_order=order, outputs=outputs,
+                      result=read_result(out))  # fmt: skip
 
 
 # --8<-- [end:stop]

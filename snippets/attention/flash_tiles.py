@@ -4,10 +4,11 @@ Bigger tiles mean fewer, larger matrix products (less Python per FLOP); a tile o
 that no longer fits in cache costs more than it saves. Which wins depends on the
 machine, so the choice of ``flash_algorithms.BLOCK_Q × BLOCK_K`` is measured here:
 forward + backward of ``flash_attention`` at N=1024, d=64, B=H=1, fp32, on one thread,
-for every shape in ``TILES``. The shapes take turns, one call each per round, so a
-machine that gets busier halfway through slows them all alike; each shape reports its
-median and interquartile range, and a shape is called faster than another only where
-the ranges separate (``snippets.core.claims``).
+for every shape in ``TILES``. The shapes take turns, one call each per round, the order
+rotating from round to round (``snippets.core.timing.interleave``), so a machine that
+gets busier halfway through slows them all alike; each shape reports its median and
+interquartile range, and a shape is called faster than another only where the ranges
+separate (``snippets.core.claims``).
 
     python -m snippets run flash_tiles [--rounds 4]
 """
@@ -15,6 +16,7 @@ the ranges separate (``snippets.core.claims``).
 from __future__ import annotations
 
 import argparse
+import functools
 import textwrap
 
 import torch
@@ -23,8 +25,8 @@ from snippets.attention.flash_algorithms import BLOCK_K, BLOCK_Q
 from snippets.attention.flash_attention import flash_attention
 from snippets.core.claims import Spread, order
 from snippets.core.cli import main_entry, positive_int
-from snippets.core.measure import time_it
 from snippets.core.runtime import Spec, print0
+from snippets.core.timing import interleave
 
 SPEC = Spec(
     timed=True,  # it measures time: run-all runs it alone
@@ -48,23 +50,21 @@ def tile_sweep(rounds: int, N: int = 1024, d: int = 64) -> dict:
     gen = torch.Generator().manual_seed(N)
     q, k, v, dO = (torch.randn(1, 1, N, d, generator=gen) for _ in range(4))
     q, k, v = (t.requires_grad_() for t in (q, k, v))  # (1, 1, N, d)
-    shapes = [(bq, bk) for bq in TILES for bk in TILES]
-    times: dict[tuple[int, int], list[float]] = {s: [] for s in shapes}
+    shapes = {f"{bq}×{bk}": (bq, bk) for bq in TILES for bk in TILES}
 
     def step(bq: int, bk: int) -> None:
         out = flash_attention(q, k, v, block_q=bq, block_k=bk)
         torch.autograd.grad(out, (q, k, v), dO)
 
+    steps = {name: functools.partial(step, *s) for name, s in shapes.items()}
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # on a shared CPU one thread gives steady ratios
     try:
-        step(*shapes[0])  # warm-up: autograd, allocator
-        for _ in range(rounds):
-            for s in shapes:
-                times[s].append(time_it(lambda: step(*s), warmup=0, iters=1))
+        step(TILES[0], TILES[0])  # one warm-up for all: autograd, the allocator
+        timed = interleave(steps, rounds, warmup=0, device=q.device)
     finally:
         torch.set_num_threads(threads)
-    return {s: Spread.of(t) for s, t in times.items()}
+    return {s: Spread.of(timed.wall[name]) for name, s in shapes.items()}
 
 
 def tile_findings(spreads: dict, rounds: int) -> tuple[list[dict], str]:

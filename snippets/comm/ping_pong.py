@@ -5,22 +5,23 @@ round trip is what one message costs, ``α + m·β`` in Hockney's model. Both th
 of the cost model and the latency matrix of the point-to-point benchmark come from this
 one function, so the two notes report latency measured the same way.
 
-The shared timer (``snippets.core.measure.time_it``) puts a barrier before each
-repetition and keeps the slowest rank's time, so every rank of the group calls this;
-ranks other than ``src`` and ``dst`` only keep the barriers. The sizes are interleaved,
-one of each per round, and each size reports the median of its rounds.
+The sizes are timed by the shared harness (``snippets.core.timing.interleave``): one of
+each per round, the order rotating from round to round, a barrier before each call and
+the slowest rank's time kept. So every rank of the group calls this; ranks other than
+``src`` and ``dst`` only keep the barriers. Each size reports the median of its rounds.
 """
 
 from __future__ import annotations
 
+import functools
 import statistics
 from typing import Sequence
 
 import torch
 import torch.distributed as dist
 
-from snippets.core.measure import time_it
 from snippets.core.runtime import device
+from snippets.core.timing import interleave
 
 
 # --8<-- [start:ping_pong]
@@ -53,17 +54,13 @@ def ping_pong_rounds(
             dist.recv(buf, peer_of[dst], group)
             dist.send(buf, peer_of[dst], group)
 
-    bufs = [torch.empty(m, dtype=torch.uint8, device=dev) for m in sizes]  # (m,) bytes
-    for buf in bufs:  # warm-up: connections, allocations
-        once(buf), once(buf)
+    bufs = {f"{m} B": torch.empty(m, dtype=torch.uint8, device=dev) for m in sizes}
     # round after round, every size once, so a machine that gets busier halfway
-    # through slows every size alike and the fitted slope stays honest
-    samples: list[list[float]] = [[] for _ in sizes]
-    for _ in range(iters):
-        for buf, times in zip(bufs, samples):
-            t = time_it(lambda: once(buf), warmup=0, iters=1, device=dev, group=group)
-            times.append(t / 2)
-    return samples
+    # through slows every size alike and the fitted slope stays honest; before the
+    # rounds, two untimed calls of each size (connections, allocations)
+    calls = {name: functools.partial(once, buf) for name, buf in bufs.items()}
+    timed = interleave(calls, iters, warmup=2, device=dev, group=group)
+    return [[t / 2 for t in timed.wall[f"{m} B"]] for m in sizes]  # half the trip
 
 
 def ping_pong(

@@ -1,5 +1,6 @@
-"""Shared measuring tools for benchmarks: a timer that waits for the GPU and agrees
-across ranks, nccl-tests' definitions of bandwidth, and measured peak memory.
+"""Shared measuring tools for benchmarks: one function timed alone (the paired-timing
+harness, ``snippets.core.timing.interleave``, given a single function), nccl-tests'
+definitions of bandwidth, and measured peak memory.
 
 Benchmarks report ratios measured in one run (ours ÷ the built-in), never a bare time
 as pass/fail: two numbers from the same machine, minutes apart, are comparable; a number
@@ -13,17 +14,13 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import torch
 import torch.distributed as dist
 
-
-def _sync(device: torch.device | None) -> None:
-    if device is not None and device.type == "cuda":
-        torch.cuda.synchronize(device)
+from snippets.core.timing import interleave
 
 
 def time_it(
@@ -45,26 +42,13 @@ def time_samples(
     device: torch.device | None = None,
     group: dist.ProcessGroup | None = None,
 ) -> list[float]:
-    """Seconds of each of ``iters`` calls of ``fn()``, after ``warmup`` untimed ones.
-    With ``group``, every rank starts each call together (a barrier) and the slowest
-    rank's time counts, as nccl-tests does."""
-    for _ in range(warmup):
-        fn()
-    _sync(device)
-    samples = []
-    for _ in range(iters):
-        if group is not None or dist.is_initialized():
-            dist.barrier(group=group)
-        start = time.perf_counter()
-        fn()
-        _sync(device)
-        elapsed = time.perf_counter() - start
-        if dist.is_initialized():
-            t = torch.tensor([elapsed], dtype=torch.float64, device=device)
-            dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
-            elapsed = t.item()
-        samples.append(elapsed)
-    return samples
+    """Seconds of each of ``iters`` calls of ``fn()``, after ``warmup`` untimed ones:
+    ``interleave`` with one function, so one loop times everything. In a process
+    group every rank starts each call together (a barrier) and the slowest rank's
+    time counts, as nccl-tests does. ``device``: the one to wait for (the rank's own
+    by default)."""
+    timed = interleave({"fn": fn}, iters, warmup=warmup, device=device, group=group)
+    return timed.wall["fn"]
 
 
 def algbw(size_bytes: int, seconds: float) -> float:

@@ -37,7 +37,7 @@ import tempfile
 import threading
 import time
 import traceback
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.distributed as dist
@@ -345,18 +345,22 @@ def _child(
 
 # What the fork server imports before a fork. An optimizer's first step imports
 # torch._dynamo (~2 s of CPU a rank) unless the server paid once; ``runtime.run``
-# drops it for a snippet whose ranks step none (``runtime.fork_server_preload``).
+# passes a list without it for a snippet whose ranks step none
+# (``runtime.fork_server_preload``).
 DEFAULT_PRELOAD = ("torch", "torch.distributed", "torch._dynamo")
-PRELOAD = list(DEFAULT_PRELOAD)
 
 
-def _context() -> Any:
-    """Fork from a server that imported torch once (Linux, macOS), else a fresh
-    interpreter per rank; never ``fork``, which copies threads and CUDA state."""
+def _context(preload: Sequence[str] = DEFAULT_PRELOAD) -> Any:
+    """Fork from a server that imported ``preload`` once (Linux, macOS), else a fresh
+    interpreter per rank; never ``fork``, which copies threads and CUDA state.
+
+    A process starts its fork server once, at its first spawn, and the server keeps
+    the list it started with: a later spawn's ``preload`` is not heeded. What the
+    server lacks, each rank imports itself; that costs time, never a result."""
     if "forkserver" not in mp.get_all_start_methods():
         return mp.get_context("spawn")
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(PRELOAD)
+    ctx.set_forkserver_preload(list(preload))  # read only if the server starts now
     return ctx
 
 
@@ -382,9 +386,14 @@ def _silent_death(procs: list, reports: _Reports) -> int | None:
 
 # --8<-- [start:spawn]
 def spawn(
-    fn: Callable, args: tuple, world_size: int, backend: str, timeout_s: float
+    fn: Callable,
+    args: tuple,
+    world_size: int,
+    backend: str,
+    timeout_s: float,
+    preload: Sequence[str] = DEFAULT_PRELOAD,
 ) -> list:
-    ctx = _context()
+    ctx = _context(preload)
     doorbell = ctx.Queue()
     values: dict[int, Any] = {}
     with tempfile.TemporaryDirectory(prefix="commonplace-") as store_dir:

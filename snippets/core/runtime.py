@@ -30,7 +30,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.distributed as dist
@@ -160,6 +160,7 @@ def launch(
     backend: str = "auto",
     timeout_s: float = DEFAULT_TIMEOUT_S,
     args: tuple = (),
+    preload: Sequence[str] = ranks.DEFAULT_PRELOAD,
 ) -> list:
     """Run ``fn(*args)`` on every rank of a fresh process group; return each rank's
     result.
@@ -168,6 +169,8 @@ def launch(
     ``fn`` must live in an importable module (spawned ranks import it by name). Local
     ranks that fail while they meet, before ``fn`` starts (gloo's loopback connections
     have been seen to drop then), are launched once more; a second failure is raised.
+    ``preload``: what the fork server imports, if this launch is the one that starts
+    it (:func:`fork_server_preload`).
     """
     if not timeout_s > 0:  # a group without a timeout can hang for ever
         raise UsageError(f"the timeout must be more than 0 seconds, got {timeout_s}")
@@ -181,11 +184,12 @@ def launch(
         with tempfile.TemporaryDirectory(prefix="commonplace-") as store_dir:
             return [run_rank(fn, args, backend, timeout_s, 0, 1, store_dir)]
     try:
-        return spawn(fn, args, world_size, backend, timeout_s)
+        return spawn(fn, args, world_size, backend, timeout_s, preload)
     except RankError as exc:
         if not exc.at_rendezvous:
             raise
-    return spawn(fn, args, world_size, backend, timeout_s)  # fresh ranks, fresh store
+    # fresh ranks, fresh store
+    return spawn(fn, args, world_size, backend, timeout_s, preload)
 
 
 # --8<-- [end:launch]
@@ -218,7 +222,7 @@ def run(
     world_size)`` refuses (a UsageError: options that cannot run on this many ranks).
     Every door to a snippet (``run``, ``bench``, ``python -m``, torchrun) comes here.
     """
-    ranks.PRELOAD[:] = fork_server_preload(main)  # before the server starts
+    preload = fork_server_preload(main)  # main's own module, before any partial
     check_options = getattr(sys.modules.get(main.__module__), "check_options", None)
     n = spec.world_size if world_size is None else world_size
     if not under_torchrun() and n < spec.min_world_size:
@@ -235,7 +239,7 @@ def run(
     if spec.world_size == 1 and n == 1 and not under_torchrun():
         return main()  # a single-process concept: no group at all
     timeout_s = spec.timeout_s if timeout_s is None else timeout_s
-    return launch(main, n, backend, timeout_s)[0]
+    return launch(main, n, backend, timeout_s, preload=preload)[0]
 
 
 def start_apart(

@@ -1,5 +1,6 @@
 """snippets.core.measure against what is known: allocations of a known size,
-nccl-tests' published bus-bandwidth factors, and sleeps of a known length."""
+nccl-tests' published bus-bandwidth factors, and sleeps of a known length, on one
+rank and on two."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from snippets.core.measure import (
     time_it,
     time_samples,
 )
+from snippets.core.runtime import launch
 
 MiB = 1 << 20
 SLACK = 64 * 1024  # small tensors the ops make on the side (scalars, shapes)
@@ -101,6 +103,21 @@ def test_time_samples_keeps_every_timed_call_in_order():
     got = time_samples(lambda: time.sleep(next(pauses)), warmup=1, iters=3)
     assert len(got) == 3 and got[0] < got[2] < got[1]  # 0.01, 0.12, 0.05 as slept
     assert all(0.009 <= t < 0.5 for t in got)
+
+
+def _each_rank_sleeps_its_own() -> list[float]:
+    import torch.distributed as dist
+
+    mine = {0: [0.0, 0.02, 0.15, 0.02], 1: [0.0, 0.3, 0.02, 0.02]}[dist.get_rank()]
+    pauses = iter(mine)  # one warm-up, then three timed
+    return time_samples(lambda: time.sleep(next(pauses)), warmup=1, iters=3)
+
+
+def test_time_samples_keeps_the_slowest_ranks_time_of_each_call():
+    a, b = launch(_each_rank_sleeps_its_own, 2, "gloo", timeout_s=60)
+    assert a == b  # every rank reports the same times
+    # call by call, the longer of the two sleeps (a sleep is never shorter)
+    assert a[0] >= 0.3 and a[1] >= 0.15 and a[2] >= 0.02
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="reads /proc")

@@ -108,7 +108,7 @@ class LateReader:
 
 def test_a_launcher_that_reads_late_loses_no_result(monkeypatch) -> None:
     context = ranks._context
-    monkeypatch.setattr(ranks, "_context", lambda: LateReader(context()))
+    monkeypatch.setattr(ranks, "_context", lambda preload: LateReader(context(preload)))
     values = ranks.spawn(rank_tensor, (), 3, "gloo", 30)
     for r, t in enumerate(values):
         torch.testing.assert_close(t, torch.full((1024,), float(r + 1)))
@@ -131,8 +131,20 @@ class StartsAs:
 
 def starting_as(monkeypatch, target) -> StartsAs:
     context = StartsAs(ranks._context(), target)
-    monkeypatch.setattr(ranks, "_context", lambda: context)
+    monkeypatch.setattr(ranks, "_context", lambda preload: context)
     return context
+
+
+@pytest.mark.skipif(
+    "forkserver" not in mp.get_all_start_methods(), reason="no fork server here"
+)
+def test_the_context_hands_its_preload_to_the_fork_server(monkeypatch) -> None:
+    asked: list = []
+    server = mp.get_context("forkserver")
+    monkeypatch.setattr(server, "set_forkserver_preload", asked.append)
+    assert ranks._context(("torch",)) is server
+    assert ranks._context() is server
+    assert asked == [["torch"], list(ranks.DEFAULT_PRELOAD)]
 
 
 @pytest.mark.timeout(120)

@@ -169,7 +169,7 @@ def test_ranks_that_fail_while_meeting_are_launched_once_more(
 ) -> None:
     seen = []
 
-    def spawn(fn, args, world_size, backend, timeout_s):
+    def spawn(fn, args, world_size, backend, timeout_s, preload):
         seen.append(world_size)
         if len(seen) <= len(failures):
             raise RankError(1, "Connection closed by peer", at_rendezvous=failures[0])
@@ -231,9 +231,14 @@ def test_a_failure_apart_is_one_line_and_a_hang_is_stopped() -> None:
     assert process_children(os.getpid()) == []
 
 
+class Stopped(Exception):
+    """Raised where a test has seen what it came for, before any rank starts."""
+
+
 def test_the_runtime_decides_what_the_fork_server_preloads(monkeypatch) -> None:
     """A snippet that steps no optimizer does without torch._dynamo; one that does, or
-    one whose file is unknown, keeps it; ``run`` applies the choice before launching."""
+    one whose file is unknown, keeps it; ``run`` hands the choice through ``launch``
+    and ``spawn`` to the context that starts the fork server."""
     from snippets.comm.collective import collectives
     from snippets.core import ranks
     from snippets.parallel.sharded import zero
@@ -244,12 +249,23 @@ def test_the_runtime_decides_what_the_fork_server_preloads(monkeypatch) -> None:
     without = runtime.fork_server_preload(collectives.main)
     assert without == [m for m in every if m != "torch._dynamo"]
     assert runtime.fork_server_preload(eval("lambda: None")) == every  # no file
-    monkeypatch.setattr(ranks, "PRELOAD", list(every))
     seen = []
-    monkeypatch.setattr(runtime, "launch", lambda *a: seen.append(list(ranks.PRELOAD)))
-    with pytest.raises(TypeError):  # the fake launch returns None: nothing to index
-        runtime.run(collectives.main, runtime.Spec("s", world_size=2), 2, "gloo")
-    assert seen == [without]
+
+    def context(preload=ranks.DEFAULT_PRELOAD):  # what the launch would start with
+        seen.append(list(preload))
+        raise Stopped
+
+    monkeypatch.setattr(ranks, "_context", context)
+    spec = runtime.Spec("s", world_size=2)
+    # with options, run wraps main in a partial: the choice is still main's module's
+    for main, options, want in [
+        (collectives.main, None, without),
+        (zero.main, {"steps": 1}, every),
+    ]:
+        with pytest.raises(Stopped):
+            runtime.run(main, spec, 2, "gloo", options=options)
+        assert seen == [want]
+        seen.clear()
 
 
 def waits_in_a_collective_or_sleeps() -> None:

@@ -75,13 +75,12 @@ def check(
     load(exercise, path) if not exercise.distributed else _check_usage(exercise, path)
     with tempfile.TemporaryDirectory(prefix="commonplace-exercise-") as state_dir:
         if exercise.distributed:
-            from snippets.core import ranks
             from snippets.core.runtime import fork_server_preload, launch
 
-            ranks.PRELOAD[:] = fork_server_preload(exercise.check)  # before it forks
+            preload = fork_server_preload(exercise.check)
             args = (exercise, os.path.abspath(path), state_dir, timeout_s)
             try:
-                launch(_rank, world_size, "gloo", timeout_s, args)
+                launch(_rank, world_size, "gloo", timeout_s, args, preload=preload)
             except Stop:  # one rank runs here, in this process
                 pass
             except RankError as exc:

@@ -79,6 +79,9 @@ def latency_seconds(src: int, dst: int, iters: int = 5) -> list[float]:
 # --8<-- [end:pair]
 
 
+CPU = torch.device("cpu")
+
+
 # --8<-- [start:copy]
 def device_copy_gbps(
     nbytes: int, iters: int = 5, group: dist.ProcessGroup | None = None
@@ -103,7 +106,8 @@ def copy_gbps(
         torch.cuda.synchronize(i)
         torch.cuda.synchronize(j)
 
-    seconds = time_it(once, warmup=2, iters=iters, group=group)
+    # once() waits for both GPUs itself; the times meet over gloo, on the CPU
+    seconds = time_it(once, warmup=2, iters=iters, device=CPU, group=group)
     law(bool((b == 1).all()), f"copy cuda:{i} → cuda:{j} lost bytes")
     return nbytes / seconds / 1e9
 

@@ -52,12 +52,19 @@ START = """([tags, also]) => {
 
 
 # About 55 pages, each in both schemes: axe's contrast check reads every span of every
-# code block, some seconds a page on two busy cores.
-@pytest.mark.timeout(900)
+# code block, some seconds a page on two busy cores. The pages are read in SLICES
+# tests, every SLICES-th page each, so a failure names fewer pages, and the scheduler,
+# seeing several tests still to run here, hands the next long file to another process.
+SLICES = 4
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("k", range(SLICES), ids=lambda k: f"pages {k} mod {SLICES}")
 def test_no_wcag_a_or_aa_violation_on_any_page_in_either_scheme(
     browser,
     served,
     built_site,
+    k,
 ) -> None:
     assert AXE.is_file(), f"{AXE} is missing: `npm ci` installs axe-core"
     contexts = [
@@ -69,7 +76,7 @@ def test_no_wcag_a_or_aa_violation_on_any_page_in_either_scheme(
         for scheme in SCHEMES
     ]
     pages = dict(zip(SCHEMES, (c.new_page() for c in contexts)))
-    found, counts, htmls = [], Counter(), every_page(built_site)
+    found, counts, htmls = [], Counter(), every_page(built_site)[k::SLICES]
     try:
         for html in htmls:
             where = html.parent.relative_to(built_site).as_posix()
@@ -92,7 +99,7 @@ def test_no_wcag_a_or_aa_violation_on_any_page_in_either_scheme(
     finally:
         for context in contexts:
             context.close()
-    assert len(htmls) > 1, htmls
+    assert len(htmls) > 1, htmls  # every slice has pages to read
     summary = ", ".join(f"{s} {rule} {n}" for (s, rule), n in sorted(counts.items()))
     assert not found, f"{len(found)} violations ({summary}):\n" + "\n".join(found)
 

@@ -26,7 +26,7 @@ KEPT = {
     ),
     "tests/tools/test_gpu_check.py::test_without_a_gpu_it_refuses_in_one_line": (
         "CUDA_VISIBLE_DEVICES hides the GPU only from a process that has not yet "
-        "started CUDA, and gpu_check runs as its own module"
+        "started CUDA: on a GPU machine, only a fresh one shows the refusal"
     ),
     "tests/js/write_goldens.py::cli": (
         "no test: make runs it as a script, outside pytest, to record the size "

@@ -133,9 +133,9 @@ def test_bad_input_is_one_line_exit_2(
     bad.write_text("GPU0 GPU1\nnonsense\n")
     argv = [str(bad) if a == "BAD" else a for a in args]
 
-    def command(argv: list[str]) -> int:
+    def command(options: list[str]) -> int:
         def body() -> int:
-            main(**snippet_options(topology, argv, "topology"))
+            main(**snippet_options(topology, options, "topology"))
             return 0
 
         return guarded(body)

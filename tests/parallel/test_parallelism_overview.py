@@ -185,8 +185,9 @@ def test_split_sizes_rejects_empty_parts(n: int, parts: int) -> None:
 def test_bad_option_is_one_line_and_exit_2(
     argv: list[str], capfd: pytest.CaptureFixture
 ) -> None:
-    def parse(argv: list[str]) -> dict:  # the parser `snippets run` uses
-        return snippet_options(ov, argv, "python -m snippets run parallelism_overview")
+    def parse(options: list[str]) -> dict:  # the parser `snippets run` uses
+        prog = "python -m snippets run parallelism_overview"
+        return snippet_options(ov, options, prog)
 
     assert argv[0] in refused(argv, capfd, entry=parse)
     good = snippet_options(ov, ["--micro-batches", "8"], "p")

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any, Callable
 from urllib.parse import urlsplit
 
 import pytest
@@ -36,37 +37,57 @@ def load_hook(name: str):
     return hook
 
 
+def exit_status(entry: Callable[[list[str]], Any], argv: list[str]) -> Any:
+    """``entry(argv)``'s exit status: what it returns, or the code it exits with
+    (argparse's refusals and its ``--help`` exit, as they do in the process)."""
+    try:
+        return entry(argv)
+    except SystemExit as exc:
+        return exc.code
+
+
+def refusal(status: Any, out: str, err: str, *, nothing_on_stdout: bool = False) -> str:
+    """What a refusal already run left: exit status 2 and exactly one line on stderr,
+    no traceback anywhere; that line, without its newline."""
+    assert status == 2, f"exit status {status}:\n{err}"
+    assert "Traceback" not in out + err, out + err
+    assert err.endswith("\n") and err.count("\n") == 1, err
+    assert not nothing_on_stdout or out == "", out
+    return err[:-1]
+
+
 def refused(
     argv: list[str],
     capfd: pytest.CaptureFixture[str],
     env: dict[str, str] | None = None,
     *,
     nothing_on_stdout: bool = False,
+    entry: Callable[[list[str]], Any] | None = None,
 ) -> str:
     """``python -m snippets *argv`` run in this process, as a refusal: exit status 2
     and exactly one line on stderr, no traceback anywhere; that line, without its
     newline. ``env`` is set for the call alone (the ranks it starts inherit it).
 
+    ``entry`` runs instead of that ``main`` where a test holds one part of the command
+    line to the rule: a parser's ``parse_args``, a command's own ``main(argv)``, one
+    module's options (``lambda a: snippet_options(module, a, prog)``). It is called
+    with ``argv`` alone; what it returns or exits with is the exit status.
+
     ``capfd``, not ``capsys``: ranks write to the launcher's file descriptors, so only
     a capture of those sees a line a rank adds. The suite keeps one test of the real
     process (tests/core/test_cli.py); the rest pay no interpreter and no torch import.
+    tests/test_refusals.py holds every other test file to these helpers.
     """
-    from snippets.__main__ import main
+    if entry is None:
+        from snippets.__main__ import main as entry
 
     capfd.readouterr()  # what the test printed before is not the refusal's
     with pytest.MonkeyPatch.context() as patch:
         for name, value in (env or {}).items():
             patch.setenv(name, value)
-        try:
-            status = main(argv)
-        except SystemExit as exc:  # the parsers' refusals exit, as in the process
-            status = exc.code
+        status = exit_status(entry, argv)
     out, err = capfd.readouterr()
-    assert status == 2, f"exit status {status}:\n{err}"
-    assert "Traceback" not in out + err, out + err
-    assert err.endswith("\n") and err.count("\n") == 1, err
-    assert not nothing_on_stdout or out == "", out
-    return err[:-1]
+    return refusal(status, out, err, nothing_on_stdout=nothing_on_stdout)
 
 
 def _live_processes() -> dict[int, tuple[int, bytes]]:

@@ -31,10 +31,7 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUD
 
 
 def cli(*args: str) -> int:
-    try:
-        return cli_main(["bench", "attention", *args])
-    except SystemExit as exc:  # argparse's usage errors
-        return exc.code
+    return cli_main(["bench", "attention", *args])
 
 
 def command(*args: str) -> subprocess.CompletedProcess:
@@ -294,10 +291,8 @@ def test_threads_option_holds_during_measurement_and_is_restored(
         (["--frobnicate"], "unrecognized arguments"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(capsys, args, message):
-    assert cli(*args) == 2
-    err = capsys.readouterr().err
-    assert message in err and len(err.strip().splitlines()) == 1
+def test_bad_input_is_one_line_and_exit_2(capfd, args, message):
+    assert message in refused(["bench", "attention", *args], capfd)
 
 
 @pytest.mark.skipif(
@@ -306,10 +301,8 @@ def test_bad_input_is_one_line_and_exit_2(capsys, args, message):
 @pytest.mark.parametrize(
     "args", [["--device", "cuda"], ["--impls", "triton"], ["--tflops"]]
 )
-def test_gpu_only_options_are_refused_on_a_cpu(capsys, args):
-    assert cli(*args, "--seq-lens", "32") == 2
-    err = capsys.readouterr().err
-    assert "GPU" in err and len(err.strip().splitlines()) == 1
+def test_gpu_only_options_are_refused_on_a_cpu(capfd, args):
+    assert "GPU" in refused(["bench", "attention", *args, "--seq-lens", "32"], capfd)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal without one")
@@ -322,10 +315,8 @@ def test_tflops_without_cuda_is_one_line_and_exit_2(extra, capfd):
 @pytest.mark.parametrize(
     "args", [["--impls", "naive"], ["--dtype", "fp32"], ["--seq-lens", "0"]]
 )
-def test_bad_tflops_options_are_one_line(capsys, args):
-    code = cli("--tflops", *args)
-    err = capsys.readouterr().err
-    assert code == 2 and len(err.strip().splitlines()) == 1 and "error:" in err
+def test_bad_tflops_options_are_one_line(capfd, args):
+    assert "error:" in refused(["bench", "attention", "--tflops", *args], capfd)
 
 
 @pytest.mark.gpu

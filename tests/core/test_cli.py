@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, refused
+from conftest import REPO, exit_status, refused
 
 from snippets.__main__ import build_parser, main
 from snippets.core import cli as cli_helpers
@@ -308,10 +308,7 @@ def one_program_benches() -> list[str]:
 def options_in_help(argv: list[str], capsys) -> set[str]:
     """The long options ``python -m snippets *argv --help`` lists, in this process."""
     capsys.readouterr()
-    try:
-        status = main([*argv, "--help"])
-    except SystemExit as exc:  # argparse's own --help exits
-        status = exc.code
+    status = exit_status(main, [*argv, "--help"])  # argparse's own --help exits
     out = capsys.readouterr().out
     assert status == 0 and "options:" in out, out
     return set(re.findall(r"(?m)^\s+(?:-\w[ \w]*, )?(--[a-z][\w-]*)", out))

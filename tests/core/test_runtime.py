@@ -19,7 +19,7 @@ import pytest
 import rank_workers
 import torch
 import torch.distributed as dist
-from conftest import REPO, alive, process_children
+from conftest import REPO, alive, process_children, refused
 
 from snippets.core import runtime
 from snippets.core.cli import guarded
@@ -79,13 +79,13 @@ def test_a_failing_rank_stops_all_and_is_named() -> None:
     assert process_children(os.getpid()) == []
 
 
-def test_bad_input_found_inside_a_rank_is_one_line_and_exit_2(capsys) -> None:
+def test_bad_input_found_inside_a_rank_is_one_line_and_exit_2(capfd) -> None:
     def body() -> int:
         launch(rank_one_refuses, 3, backend="gloo", timeout_s=60)
         return 0
 
-    assert guarded(body) == 2
-    assert capsys.readouterr().err == "error: --widgets must be even, got 3\n"
+    line = refused([], capfd, entry=lambda _: guarded(body))
+    assert line == "error: --widgets must be even, got 3"
     assert process_children(os.getpid()) == []
 
 

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO
+from conftest import REPO, refused
 from grading import graded_fixture, solution_file  # noqa: F401
 
 from snippets.exercises import engine, exercise_cli
@@ -34,39 +34,36 @@ def progress(tmp_path, monkeypatch):
     return path
 
 
-def one_line_exit_2(capsys, argv: list[str]) -> str:
-    assert exercise_cli.main(argv) == 2
-    out, err = capsys.readouterr()
-    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
-    return err
+def one_line_exit_2(capfd, argv: list[str]) -> str:
+    return refused(argv, capfd, entry=exercise_cli.main)
 
 
-def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, progress) -> None:
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capfd, progress) -> None:
     ok = tmp_path / "ok.py"
     ok.write_text(solution_file(exercise("ring_allreduce")).read_text())
-    err = one_line_exit_2(capsys, ["check", "ring_allreduc", str(ok)])
+    err = one_line_exit_2(capfd, ["check", "ring_allreduc", str(ok)])
     assert "no exercise called 'ring_allreduc'" in err and "ring_allreduce" in err
-    err = one_line_exit_2(capsys, ["check", "ring_allreduce", str(tmp_path / "no.py")])
+    err = one_line_exit_2(capfd, ["check", "ring_allreduce", str(tmp_path / "no.py")])
     assert "no such file" in err
     broken = tmp_path / "broken.py"
     broken.write_text("def ring_allreduce(tensor, op, group):\n    return (\n")
-    err = one_line_exit_2(capsys, ["check", "ring_allreduce", str(broken)])
+    err = one_line_exit_2(capfd, ["check", "ring_allreduce", str(broken)])
     assert re.search(r"line 2, column \d+", err), err
     other = tmp_path / "other.py"
     other.write_text("def ring_all_reduce(tensor, op=None, group=None):\n    pass\n")
-    err = one_line_exit_2(capsys, ["check", "ring_allreduce", str(other)])
+    err = one_line_exit_2(capfd, ["check", "ring_allreduce", str(other)])
     assert "has no function ring_allreduce" in err
     shape = tmp_path / "shape.py"
     shape.write_text("def ring_allreduce(tensor, group=None):\n    pass\n")
-    err = one_line_exit_2(capsys, ["check", "ring_allreduce", str(shape)])
+    err = one_line_exit_2(capfd, ["check", "ring_allreduce", str(shape)])
     assert "should take (tensor, op, group)" in err
-    err = one_line_exit_2(capsys, ["check", "ring_allreduce", str(ok), "-n", "0"])
+    err = one_line_exit_2(capfd, ["check", "ring_allreduce", str(ok), "-n", "0"])
     assert "-n" in err or "0" in err
     assert not progress.exists()  # nothing graded, nothing recorded
     assert ok.read_text() == solution_file(exercise("ring_allreduce")).read_text()
 
 
-def test_start_writes_the_contract_and_never_overwrites(tmp_path, capsys) -> None:
+def test_start_writes_the_contract_and_never_overwrites(tmp_path, capfd) -> None:
     folder = tmp_path / "mine"
     assert exercise_cli.main(["start", "ring_allreduce", "--dir", str(folder)]) == 0
     file = folder / "ring_allreduce.py"
@@ -77,7 +74,7 @@ def test_start_writes_the_contract_and_never_overwrites(tmp_path, capsys) -> Non
     assert "raise NotImplementedError" in text
     assert engine.load(ex, str(file))  # the stub itself has the right signature
     file.write_text(text + "# mine\n")
-    err = one_line_exit_2(capsys, ["start", "ring_allreduce", "--dir", str(folder)])
+    err = one_line_exit_2(capfd, ["start", "ring_allreduce", "--dir", str(folder)])
     assert "exists" in err and file.read_text().endswith("# mine\n")
     assert (
         exercise_cli.main(["start", "ring_allreduce", "--dir", str(folder), "--force"])
@@ -108,9 +105,9 @@ def test_progress_is_kept_and_list_reads_it(graded, tmp_path, capsys) -> None:
     assert record["ring_allreduce"]["last_passed"] is True
 
 
-def test_an_unreadable_progress_file_is_left_as_it_is(progress, capsys) -> None:
+def test_an_unreadable_progress_file_is_left_as_it_is(progress, capfd) -> None:
     progress.write_text("{not json")
-    err = one_line_exit_2(capsys, ["list"])
+    err = one_line_exit_2(capfd, ["list"])
     assert str(progress) in err
     assert progress.read_text() == "{not json"
 
@@ -124,8 +121,14 @@ def test_solution_prints_the_section_the_note_shows() -> None:
         assert f"def {ex.function.__name__}(" in shown
 
 
-def test_the_command_runs_from_the_shell(tmp_path) -> None:
+def test_the_command_runs_from_the_shell() -> None:
     done = cli("solution", "ring_allreduce", cwd=REPO)
     assert done.returncode == 0 and "def ring_allreduce(" in done.stdout
-    done = cli("start", "nope", cwd=tmp_path)
-    assert done.returncode == 2 and done.stderr.count("\n") == 1
+
+
+def test_start_refuses_an_exercise_it_does_not_know(
+    tmp_path, monkeypatch, capfd
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert "nope" in refused(["exercise", "start", "nope"], capfd)
+    assert list(tmp_path.iterdir()) == []

@@ -127,23 +127,21 @@ def test_cli_missing_file_is_one_line_exit_2(
     ],
 )
 def test_bad_input_is_one_line_exit_2(
-    args: list[str], says: str, tmp_path: Path, capsys: pytest.CaptureFixture
+    args: list[str], says: str, tmp_path: Path, capfd: pytest.CaptureFixture
 ) -> None:
     bad = tmp_path / "topo.txt"
     bad.write_text("GPU0 GPU1\nnonsense\n")
     argv = [str(bad) if a == "BAD" else a for a in args]
 
-    def body() -> int:
-        main(**snippet_options(topology, argv, "topology"))
-        return 0
+    def command(options: list[str]) -> int:
+        def body() -> int:
+            main(**snippet_options(topology, options, "topology"))
+            return 0
 
-    try:
-        code = guarded(body)
-    except SystemExit as exc:  # the parser refused it
-        code = exc.code
-    err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1 and err.startswith("error:"), err
-    assert says in err
+        return guarded(body)
+
+    line = refused(argv, capfd, entry=command)
+    assert line.startswith("error:") and says in line
 
 
 def test_diagram_is_written_as_a_results_part(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from urllib.parse import quote
 
 import pytest
 from browsing import contrast, note_url
+from conftest import exit_status, refusal
 
 from snippets.__main__ import main as cli_main
 from snippets.render.fragments import read_back
@@ -54,14 +55,10 @@ def cli(argv: list[str]) -> tuple[dict | None, str | None]:
     """The command's JSON, or the one line it prints on stderr: in process."""
     out, err = io.StringIO(), io.StringIO()
     with redirect_stdout(out), redirect_stderr(err):
-        try:
-            code = cli_main(["size", *argv, "--json"])
-        except SystemExit as exited:  # the parser's own refusals exit
-            code = exited.code
-    if code == 0:
+        status = exit_status(cli_main, ["size", *argv, "--json"])
+    if status == 0:
         return json.loads(out.getvalue()), None
-    assert code == 2 and len(err.getvalue().strip().splitlines()) == 1, err.getvalue()
-    return None, err.getvalue().strip()
+    return None, refusal(status, out.getvalue(), err.getvalue())
 
 
 def random_argv(rng: random.Random) -> list[str]:

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, alive
+from conftest import REPO, alive, refused
 
 from snippets.tools import gpu_check, gpu_report
 
@@ -184,11 +184,9 @@ def test_main_writes_both_files_from_its_steps(tmp_path, monkeypatch) -> None:
 
 
 @pytest.mark.parametrize("bad", ["0", "-3", "soon"])
-def test_a_bad_budget_is_refused_by_the_parser(bad: str, capsys) -> None:
-    with pytest.raises(SystemExit) as exit_:
-        gpu_check.main(["--budget", bad])
-    assert exit_.value.code == 2
-    assert capsys.readouterr().err.startswith("error: argument --budget")
+def test_a_bad_budget_is_refused_by_the_parser(bad: str, capfd) -> None:
+    line = refused(["--budget", bad], capfd, entry=gpu_check.main)
+    assert line.startswith("error: argument --budget")
 
 
 def test_the_environment_names_the_gpu_and_the_versions(monkeypatch) -> None:

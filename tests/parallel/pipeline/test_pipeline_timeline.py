@@ -72,12 +72,10 @@ def test_the_snippet_on_two_ranks(tmp_path) -> None:
     assert written == result["chrome_traces"]["zb-h1"]
 
 
-def test_the_parser_refuses_zero_micro_batches() -> None:
+def test_the_parser_refuses_zero_micro_batches(capfd) -> None:
     parser = OneLineParser(prog="pipeline_timeline")
     pt.add_arguments(parser)
-    with pytest.raises(SystemExit) as exit_:
-        parser.parse_args(["--m", "0"])
-    assert exit_.value.code == 2
+    refused(["--m", "0"], capfd, entry=parser.parse_args)
 
 
 def test_m_not_a_multiple_of_p_is_one_line_and_exit_2(capfd) -> None:

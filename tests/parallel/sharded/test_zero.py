@@ -342,12 +342,10 @@ def test_a_stage_outside_1_to_3_is_one_usage_error() -> None:
 
 
 @pytest.mark.parametrize("argv", [["--stage", "4"], ["--stage", "0"], ["--steps", "0"]])
-def test_the_parser_refuses_bad_options(argv) -> None:
+def test_the_parser_refuses_bad_options(argv, capfd) -> None:
     parser = OneLineParser(prog="zero")
     zero.add_arguments(parser)
-    with pytest.raises(SystemExit) as exit_:
-        parser.parse_args(argv)
-    assert exit_.value.code == 2
+    refused(argv, capfd, entry=parser.parse_args)
 
 
 def test_cli_stage_4_is_one_line_and_exit_2(capfd) -> None:

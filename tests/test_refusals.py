@@ -109,40 +109,35 @@ def test_every_kept_case_is_still_there() -> None:
     assert not gone, f"no longer check exit status 2 themselves: {sorted(gone)}"
 
 
-@pytest.mark.parametrize(
-    "code",
-    [
-        "with pytest.raises(SystemExit) as stop:\n    main(argv)\n",
-        "try:\n    main(argv)\nexcept SystemExit as exc:\n    pass\n",
-        "assert proc.returncode == 2\n",
-        "assert stop.value.code == 2 and err\n",
-        "assert 2 == status\n",
-        "assert exercise_cli.main(argv) == 2\n",
-        "assert cli(['run', 'x']) == 2\n",
-        "assert exit_code(argv) == 2\n",
-        "assert guarded(body) == 2\n",
-    ],
-)
-def test_the_scan_sees_each_way_of_checking_by_hand(code: str, tmp_path) -> None:
-    path = tmp_path / "test_x.py"
-    path.write_text(f"def test_x():\n{_indent(code)}")
-    assert [f for _, f in own_exit_checks(path)] == ["test_x"]
+BY_HAND = [
+    "with pytest.raises(SystemExit) as stop:\n    main(argv)\n",
+    "try:\n    main(argv)\nexcept SystemExit as exc:\n    pass\n",
+    "assert proc.returncode == 2\n",
+    "assert stop.value.code == 2 and err\n",
+    "assert 2 == status\n",
+    "assert exercise_cli.main(argv) == 2\n",
+    "assert cli(['run', 'x']) == 2\n",
+    "assert exit_code(argv) == 2\n",
+    "assert guarded(body) == 2\n",
+]
+OTHER = [
+    '"""A refusal: SystemExit, code == 2."""\n',
+    "assert len(rows) == 2 and store.run('a') == 2\n",
+    "assert proc.returncode == 0 and late.status == 'not run'\n",
+    "assert main(argv) == 0  # not SystemExit, nor code == 2\n",
+    "assert words in refused(argv, capfd)\n",
+]
 
 
 @pytest.mark.parametrize(
-    "code",
-    [
-        '"""A refusal: SystemExit, code == 2."""\n',
-        "assert len(rows) == 2 and store.run('a') == 2\n",
-        "assert proc.returncode == 0 and late.status == 'not run'\n",
-        "assert main(argv) == 0  # not SystemExit, nor code == 2\n",
-        "assert words in refused(argv, capfd)\n",
-    ],
+    "code, by_hand", [(c, True) for c in BY_HAND] + [(c, False) for c in OTHER]
 )
-def test_the_scan_leaves_other_checks_alone(code: str, tmp_path) -> None:
+def test_the_scan_sees_each_way_of_checking_by_hand_and_nothing_else(
+    code: str, by_hand: bool, tmp_path
+) -> None:
     path = tmp_path / "test_x.py"
     path.write_text(f"def test_x():\n{_indent(code)}")
-    assert own_exit_checks(path) == []
+    assert [f for _, f in own_exit_checks(path)] == (["test_x"] if by_hand else [])
 
 
 def _indent(code: str) -> str:

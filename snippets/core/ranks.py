@@ -64,13 +64,18 @@ def join_group(
         # No rank leaves before every rank has connected: one with nothing to do
         # would close its sockets on a peer still meeting, and that peer would fail.
         dist.barrier()
-        # N ranks share the cores: not a thread per core each.
         local_ranks = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
-        share = max(1, (os.cpu_count() or 1) // local_ranks)
-        asked = os.environ.get("OMP_NUM_THREADS", "").split(",")[0]  # never more
-        torch.set_num_threads(
-            max(1, min(share, int(asked) if asked.isdigit() else share))
-        )
+        torch.set_num_threads(thread_share(local_ranks))
+
+
+def thread_share(processes: int) -> int:
+    """Intra-op threads for each of ``processes`` processes that run on this machine's
+    cores at once: its share of them, at least one, and never more than
+    ``OMP_NUM_THREADS`` asks. With a thread per core each, a process's threads spin
+    waiting for a sibling that another process has taken the core from."""
+    share = max(1, (os.cpu_count() or 1) // processes)
+    asked = os.environ.get("OMP_NUM_THREADS", "").split(",")[0]
+    return max(1, min(share, int(asked) if asked.isdigit() else share))
 
 
 def run_rank(

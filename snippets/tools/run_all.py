@@ -41,7 +41,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from snippets import render
-from snippets.core import import_graph, results
+from snippets.core import import_graph, ranks, results
 from snippets.core.errors import UsageError
 from snippets.core.runtime import choose_backend, gpu_count
 from snippets.tools import registry
@@ -87,11 +87,12 @@ def _last_line(output: str, returncode: int) -> str:
 
 
 def run_child(
-    name: str, backend: str, timeout_s: float, results_dir: Path
+    name: str, backend: str, timeout_s: float, results_dir: Path, together: int = 1
 ) -> tuple[dict | None, str]:
     """``python -m snippets run NAME`` in a fresh process session, told that the
-    results it reads are in ``results_dir``: what it wrote to ``--out`` and its
-    output, or None and why it failed."""
+    results it reads are in ``results_dir`` and that ``together`` snippets share the
+    cores (so it takes its share of them, see :func:`ranks.thread_share`): what it
+    wrote to ``--out`` and its output, or None and why it failed."""
     with tempfile.TemporaryDirectory(prefix="commonplace-run-") as tmp:
         out = Path(tmp) / "result.json"
         argv = [sys.executable, "-m", "snippets", "run", name]
@@ -107,6 +108,7 @@ def run_child(
                 **os.environ,
                 "PYTHONUNBUFFERED": "1",
                 results.RESULTS_ENV: str(results_dir),
+                "OMP_NUM_THREADS": str(ranks.thread_share(together)),
             },
         )
         RUNNING.add(proc)
@@ -197,14 +199,18 @@ def write_placeholders(
 
 
 def run_one(
-    entry: registry.Entry, results_dir: Path, backend: str, timeout_s: float
+    entry: registry.Entry,
+    results_dir: Path,
+    backend: str,
+    timeout_s: float,
+    together: int = 1,
 ) -> tuple[bool, str]:
-    """Run one snippet in a child process; write its results if it passed, and
-    remove the placeholders of an earlier failure that those did not replace.
-    Returns (ok, message)."""
+    """Run one snippet in a child process, one of ``together`` running at once; write
+    its results if it passed, and remove the placeholders of an earlier failure that
+    those did not replace. Returns (ok, message)."""
     command = command_for(entry)
     start = time.monotonic()
-    ran, output = run_child(entry.name, backend, timeout_s, results_dir)
+    ran, output = run_child(entry.name, backend, timeout_s, results_dir, together)
     if ran is None:
         return False, output
     # a snippet that starts its own ranks (SPEC world_size 1) says how they ran
@@ -320,7 +326,8 @@ def _run_all(opts: argparse.Namespace, results_dir: Path) -> int:
 
     def one(entry: registry.Entry) -> bool:
         timeout_s = opts.per_snippet_timeout
-        ok, message = run_one(entry, results_dir, opts.backend, timeout_s)
+        together = 1 if entry.spec.timed else opts.jobs  # timed ones run alone
+        ok, message = run_one(entry, results_dir, opts.backend, timeout_s, together)
         report[entry.name] = f"{'ran    ' if ok else 'FAILED '} {entry.name}: {message}"
         if not ok:
             fail(entry, message)

@@ -61,7 +61,8 @@ def test_timed_snippets_run_alone_and_the_rest_side_by_side(
     tmp_path: Path, monkeypatch, capsys
 ) -> None:
     """Two timed and four untimed stand-ins: a timed one never has company, untimed
-    ones do overlap, and the report is in name order whatever order they finished."""
+    ones do overlap, and the report is in name order whatever order they finished.
+    Each is told how many share the cores: one for a timed one, --jobs for the rest."""
     names = ["a_timed", "b", "c", "d_timed", "e", "f"]
     entries = {
         n: SimpleNamespace(name=n, spec=Spec(summary=n, timed=n.endswith("_timed")))
@@ -71,7 +72,10 @@ def test_timed_snippets_run_alone_and_the_rest_side_by_side(
     seen: dict[str, set[str]] = {}
     lock = threading.Lock()
 
-    def fake_run_one(entry, results_dir, backend, timeout_s):
+    told: dict[str, int] = {}
+
+    def fake_run_one(entry, results_dir, backend, timeout_s, together=1):
+        told[entry.name] = together
         with lock:
             running.add(entry.name)
         time.sleep(0.3)
@@ -93,8 +97,38 @@ def test_timed_snippets_run_alone_and_the_rest_side_by_side(
     assert run_all.run_all(opts) == 0
     assert seen["a_timed"] == {"a_timed"} and seen["d_timed"] == {"d_timed"}
     assert any(len(seen[n]) == 2 for n in "bcef")  # side by side
+    assert told == {n: 1 if n.endswith("_timed") else 2 for n in names}
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[1].rstrip(":") for line in lines] == names
+
+
+@pytest.mark.parametrize(
+    "asked, cores, together, want", [("", 2, 2, "1"), ("", 8, 2, "4"), ("1", 8, 1, "1")]
+)
+def test_a_snippet_takes_its_share_of_the_cores_with_those_beside_it(
+    tmp_path: Path, monkeypatch, asked: str, cores: int, together: int, want: str
+) -> None:
+    """The child is started with OMP_NUM_THREADS at its share of the cores, never more
+    than was asked: a thread per core each, snippets beside each other (or beside the
+    suite) spin waiting for threads another process has taken the core from."""
+    seen: dict[str, str] = {}
+
+    class Refused:
+        def __init__(self, argv, env, **_):
+            seen.update(env)
+            self.pid, self.returncode = 0, 1
+
+        def communicate(self, timeout=None):
+            return "", None
+
+    monkeypatch.setattr(run_all.ranks.os, "cpu_count", lambda: cores)
+    monkeypatch.setenv("OMP_NUM_THREADS", asked)
+    monkeypatch.setattr(run_all.subprocess, "Popen", Refused)
+    assert run_all.run_child("x", "gloo", 5.0, tmp_path, together) == (
+        None,
+        "exit status 1",
+    )
+    assert seen["OMP_NUM_THREADS"] == want
 
 
 def test_a_second_run_all_on_one_folder_waits_for_the_first(
@@ -191,7 +225,7 @@ def test_a_reader_never_keeps_a_result_its_producer_has_replaced(
     ran: list[str] = []
     runs = itertools.count()  # every run of the producer gives a new number
 
-    def fake_child(name, backend, timeout_s, results_dir):
+    def fake_child(name, backend, timeout_s, results_dir, together=1):
         ran.append(name)
         value = {"run": next(runs)}
         if name == "page":  # reads the producer's results, as the explorer does
@@ -230,7 +264,7 @@ def test_a_reader_starts_after_its_producers_and_timed_ones_stay_alone(
     )
     spans: dict[str, tuple[float, float]] = {}
 
-    def fake_run_one(entry, results_dir, backend, timeout_s):
+    def fake_run_one(entry, results_dir, backend, timeout_s, together=1):
         start = time.monotonic()
         time.sleep(0.1)
         spans[entry.name] = (start, time.monotonic())
@@ -320,7 +354,7 @@ def test_a_reader_of_a_failed_producer_is_not_run_and_keeps_its_results(
     ran: list[str] = []
     broken = {"fit_timed": False}
 
-    def fake_child(name, backend, timeout_s, results_dir):
+    def fake_child(name, backend, timeout_s, results_dir, together=1):
         ran.append(name)
         if broken.get(name):
             return None, f"timed out after {timeout_s:.0f} s"
@@ -414,7 +448,7 @@ def broken_producer(tmp_path: Path, monkeypatch):
         lambda path, extra: f"{path}:{extra}:{broken.get(str(path))}",
     )
 
-    def fake_child(name, backend, timeout_s, results_dir):
+    def fake_child(name, backend, timeout_s, results_dir, together=1):
         ran.append(name)
         if broken.get(name):
             return None, "AssertionError: a law broke at `x[3]` <here>"

@@ -141,7 +141,7 @@ def test_run_all_reruns_a_snippet_when_its_dependency_changes(
     entry = registry.snippet("ring_allreduce")
     ran: list[str] = []
 
-    def fake_run_one(e, results_dir, backend, timeout_s):
+    def fake_run_one(e, results_dir, backend, timeout_s, together=1):
         ran.append(e.name)
         return True, "0.0 s"
 

@@ -14,6 +14,7 @@ from typing import Any, Callable
 from urllib.parse import urlsplit
 
 import pytest
+from xdist.scheduler import LoadFileScheduling
 
 # First: on a CPU, importing snippets picks Triton's interpreter before triton loads.
 import snippets  # noqa: F401
@@ -184,6 +185,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return waits.get(file, 0), file not in long
 
     items.sort(key=order)
+
+
+# Each test of these files goes to the next free process, not the whole file to one:
+# the axe slices are minutes each, and a worker left alone with all four of them
+# would end the suite a core idle.
+SPREAD = {"tests/site/test_accessibility_browser.py"}
+
+
+class WholeFiles(LoadFileScheduling):
+    """--dist loadfile (a file's fixtures launch ranks once), except SPREAD."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        file = nodeid.split("::", 1)[0]
+        return nodeid if file in SPREAD else file
+
+
+def pytest_xdist_make_scheduler(config, log):
+    return WholeFiles(config, log) if config.getvalue("dist") == "loadfile" else None
 
 
 @pytest.fixture(scope="session")

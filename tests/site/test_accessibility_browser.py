@@ -53,8 +53,8 @@ START = """([tags, also]) => {
 
 # About 55 pages, each in both schemes: axe's contrast check reads every span of every
 # code block, some seconds a page on two busy cores. The pages are read in SLICES
-# tests, every SLICES-th page each, so a failure names fewer pages, and the scheduler,
-# seeing several tests still to run here, hands the next long file to another process.
+# tests, every SLICES-th page each, so a failure names fewer pages, and each slice goes
+# to the next free process (conftest's SPREAD), not all four to one.
 SLICES = 4
 
 

@@ -55,11 +55,7 @@ def test_notebook_math_renders(open_page, served, built_site) -> None:
 
 def test_search_previews_show_no_tex(open_page, served) -> None:
     page = open_page()
-    page.goto(served)
-    page.click("input.md-search__input")
-    page.keyboard.type("all-reduce ring steps")
-    page.wait_for_selector(".md-search-result__item", timeout=20000)
-    previews = page.locator(".md-search-result__article").all_inner_texts()
+    previews = [f"{t} {p}" for t, p in search(page, served, "all-reduce ring steps")]
     assert previews
     raw = [p[:120] for p in previews if RAW_TEX.search(p)]
     assert not raw, raw
@@ -127,17 +123,28 @@ def test_home_first_screen_on_a_phone_says_what_and_where_to_start(
     assert not page.foreign and not page.errors, (page.foreign, page.errors)
 
 
+# Each search result article's (title, preview text), read in one go: the list is
+# redrawn as the search answers each key typed, so an article found by index a
+# moment ago may be gone.
+RESULTS = """() => [...document.querySelectorAll('.md-search-result__article')]
+  .map(a => { const t = (a.querySelector('h1, h2')?.innerText || '').trim();
+              return [t, a.innerText.replace(t, '').trim()]; })"""
+
+
 def search(page, served: str, words: str) -> list[tuple[str, str]]:
-    """(title, preview text) of each search result article for ``words``."""
+    """(title, preview text) of each search result article for ``words``, once the
+    list has stopped changing (the same in two reads a second apart)."""
     page.goto(served)
     page.click("input.md-search__input")
     page.keyboard.type(words)
     page.wait_for_selector(".md-search-result__item", timeout=20000)
-    found = []
-    for article in page.locator(".md-search-result__article").all():
-        title = article.locator("h1, h2").first.inner_text().strip()
-        found.append((title, article.inner_text().replace(title, "", 1).strip()))
-    return found
+    found, before = page.evaluate(RESULTS), None
+    for _ in range(20):
+        if found == before:
+            break
+        page.wait_for_timeout(1000)
+        before, found = found, page.evaluate(RESULTS)
+    return [tuple(r) for r in found]
 
 
 def test_search_previews_are_never_a_code_block_and_tags_has_one(

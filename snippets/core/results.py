@@ -2,8 +2,8 @@
 
 What a snippet's ``main()`` may return (rank 0's value is the one kept)::
 
-    {"tables": {"<table>": [{"column": value, ...}, ...]},  # results/<name>.<table>.md
-     "figures": {"<figure>": vega_lite_spec},  # <name>.<figure>.vl.json and .md
+    {"tables": {TABLE: [{"column": value, ...}, ...]},  # results/<name>.TABLE.md
+     "figures": {FIGURE: vega_lite_spec},  # <name>.FIGURE.vl.json and .md
      "markdown": {"<part>": "any Markdown, e.g. a mermaid fence"},  # <name>.<part>.md
      "parts": {"<part>": snippets.core.parts.player(trace)},  # <name>.<part>.md
      "excerpts": {"<part>": ["printed lines a note shows"]},  # <name>.<part>.md

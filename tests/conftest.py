@@ -157,10 +157,9 @@ def _once(tmp_path_factory: pytest.TempPathFactory, name: str, make) -> Path:
     return folder
 
 
-# A test that reads results/ may first wait for a run-all (make test's ran before the
-# suite, so it finds every result cached), then for the one site build: the per-test
-# timeout counts from its call, and these waits have their own bounds (run-all stops
-# each snippet at its own).
+# A test that reads results/ may first wait for make test's run-all, which runs beside
+# the suite, then for the one site build: the per-test timeout counts from its call,
+# and these waits have their own bounds (run-all stops each snippet at its own).
 WAITS = {"results_dir", "built_site"}
 RUN_ALL_S, BUILD_S = 3600, 900
 

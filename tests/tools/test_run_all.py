@@ -135,7 +135,7 @@ def test_a_second_run_all_on_one_folder_waits_for_the_first(
     tmp_path: Path, monkeypatch, capsys
 ) -> None:
     """While another run-all holds the folder, a second one says so and runs nothing;
-    once it is free, it runs (a reader's run-all and the suite's share results/)."""
+    once it is free, it runs (make test's run-all and the suite's share results/)."""
     from filelock import FileLock
 
     ran: list[str] = []

@@ -13,6 +13,12 @@ The price is the constraint: p must divide H_kv (and so H). A causal mask needs 
 special layout: every rank holds whole sequences of its heads, so the masked work is
 the same on every rank.
 
+USP (``usp_attention``; Fang and Zhao, 2024) lifts that cap: the world is an r × u
+grid, Ulysses runs inside each group of u ranks and ``ring_attention`` across the r
+groups, on chunks of u·n positions; ``usp_positions`` says which positions each rank
+holds so that the groups' chunks are the ones the ring expects, and ``usp_groups``
+makes the groups.
+
 Backward is the same two trades in reverse: an all-to-all's adjoint is the all-to-all
 that undoes it (``SeqHeadsExchange``), and SDPA brings its own backward.
 
@@ -28,6 +34,7 @@ shards p−1 times.
 from __future__ import annotations
 
 import argparse
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -36,10 +43,11 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from snippets.attention.flash_attention import head_dim
 from snippets.attention.ring_attention import ring_attention
+from snippets.attention.zigzag_layout import zigzag_shard
 from snippets.core.claims import law
 from snippets.core.cli import main_entry, positive_int
 from snippets.core.errors import UsageError
-from snippets.core.runtime import Spec, device, print0
+from snippets.core.runtime import DEFAULT_TIMEOUT_S, Spec, device, print0
 
 SPEC = Spec(
     summary="sequence parallel: all-to-all trades sequence for heads, SDPA, trade back",
@@ -47,8 +55,9 @@ SPEC = Spec(
 )
 
 
-def heads_problem(H: int, H_kv: int, p: int) -> str:
-    """Why H query heads and H_kv KV heads cannot split over p ranks, or ''."""
+def heads_problem(H: int, H_kv: int, p: int, name: str = "p") -> str:
+    """Why H query heads and H_kv KV heads cannot split over p ranks, or ''. ``name``
+    is the letter the message gives p (USP's Ulysses groups are u ranks)."""
     if H_kv < 1 or H % H_kv:
         return (
             f"GQA needs H_kv | H: H = {H} query heads are not a multiple of "
@@ -56,8 +65,8 @@ def heads_problem(H: int, H_kv: int, p: int) -> str:
         )
     if H_kv % p:  # each rank gets H_kv/p KV heads and the H/p queries that read them
         return (
-            f"Ulysses needs p | H_kv: p = {p} ranks must divide H_kv = {H_kv} "
-            f"(and H = {H})"
+            f"Ulysses needs {name} | H_kv: {name} = {p} ranks must divide "
+            f"H_kv = {H_kv} (and H = {H})"
         )
     return ""
 
@@ -128,6 +137,104 @@ def ulysses_attention(
 
 
 # --8<-- [end:attention]
+
+
+# --8<-- [start:usp_positions]
+def usp_positions(
+    N: int,
+    ring_rank: int,
+    ring_size: int,
+    ulysses_rank: int,
+    ulysses_size: int,
+    causal: bool,
+) -> torch.Tensor:
+    """The N/(r·u) positions, in order, that the rank at (ring_rank, ulysses_rank) of
+    an r × u grid holds: its shard of x (B, H, N, d) is ``x[:, :, positions]``.
+
+    The exchange glues a Ulysses group's u shards end to end in rank order, so the
+    ring sees the group's shards, concatenated, as one chunk of u·n positions. Give
+    ring rank i the chunk the ring expects (contiguous; zig-zag, chunks i and 2r−1−i
+    of 2r, when causal) and cut it into u pieces, one for each member."""
+    r, u = ring_size, ulysses_size
+    if N % (r * u) or (causal and N % (2 * r)):
+        raise ValueError(
+            f"USP on an r × u = {r} × {u} grid needs r·u | N (and 2r | N when "
+            f"causal, for the ring's zig-zag), got N = {N}; pad the sequence"
+        )
+    positions = torch.arange(N)
+    if causal:
+        chunk = zigzag_shard(positions, ring_rank, r, dim=0)  # the ring's balance
+    else:
+        chunk = positions.chunk(r)[ring_rank]
+    return chunk.chunk(u)[ulysses_rank]  # (N/(r·u),)
+
+
+# --8<-- [end:usp_positions]
+
+
+# --8<-- [start:usp]
+def usp_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    ulysses_group: dist.ProcessGroup,
+    ring_group: dist.ProcessGroup,
+    *,
+    causal: bool = False,
+) -> torch.Tensor:
+    """USP (Fang and Zhao, 2024): Ulysses inside ``ulysses_group`` (u ranks), the ring
+    across ``ring_group`` (r ranks). This rank's shard in, q (B, H, n, d) and k, v
+    (B, H_kv, n, d), at the positions ``usp_positions`` gives its place in the grid;
+    its output rows out, (B, H, n, d). Differentiable; u must divide H_kv.
+
+    The exchange leaves each member of a Ulysses group H/u heads of the same u·n
+    positions, the group's chunk, so the ring runs between groups on chunks u times
+    longer. The project's ring takes q and k of one head count, so with GQA each
+    rank repeats its H_kv/u KV heads to H/u after the exchange and the ring carries
+    H/H_kv times the KV bytes it would need."""
+    u = dist.get_world_size(ulysses_group)
+    if q.dim() != 4 or k.shape != v.shape or k.shape[::2] != q.shape[::2]:
+        raise ValueError(
+            "usp_attention needs q (B, H, n, d) and k, v (B, H_kv, n, d), got "
+            f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
+        )
+    if problem := heads_problem(q.shape[HEADS], k.shape[HEADS], u, name="u"):
+        raise UsageError(problem)
+    # sequence → heads in the group: q (B, H/u, u·n, d), k, v (B, H_kv/u, u·n, d)
+    q, k, v = (SeqHeadsExchange.apply(t, HEADS, SEQ, ulysses_group) for t in (q, k, v))
+    group_size = q.shape[HEADS] // k.shape[HEADS]  # query heads per KV head (GQA)
+    k, v = (t.repeat_interleave(group_size, dim=HEADS) for t in (k, v))
+    out = ring_attention(q, k, v, causal=causal, group=ring_group)  # (B, H/u, u·n, d)
+    # heads → sequence: (B, H/u, u·n, d) → (B, H, n, d)
+    return SeqHeadsExchange.apply(out, SEQ, HEADS, ulysses_group)
+
+
+# --8<-- [end:usp]
+
+
+# --8<-- [start:usp_groups]
+def usp_groups(
+    ulysses_size: int, timeout_s: float = DEFAULT_TIMEOUT_S
+) -> tuple[dist.ProcessGroup, dist.ProcessGroup]:
+    """This rank's (Ulysses group, ring group) in a grid of the p = r·u ranks of the
+    world: rank g sits at ring rank g // u, Ulysses rank g % u. Consecutive ranks
+    share a Ulysses group, and torchrun numbers a node's ranks consecutively, so with
+    u up to a node's GPUs the all-to-alls stay inside the node and only the ring's
+    hops cross between nodes."""
+    p, rank, u = dist.get_world_size(), dist.get_rank(), ulysses_size
+    if u < 1 or p % u:
+        raise UsageError(
+            f"USP needs u | p: a Ulysses size of u = {u} must divide the p = {p} ranks"
+        )
+    grid = [list(range(i * u, (i + 1) * u)) for i in range(p // u)]  # [ring][ulysses]
+    timeout = timedelta(seconds=timeout_s)
+    # every rank makes every group, in one order: making a group is a collective
+    ulysses = [dist.new_group(row, timeout=timeout) for row in grid]
+    ring = [dist.new_group(list(column), timeout=timeout) for column in zip(*grid)]
+    return ulysses[rank // u], ring[rank % u]
+
+
+# --8<-- [end:usp_groups]
 
 
 # --8<-- [start:bytes]
@@ -228,12 +335,22 @@ def main(
     rows: int = 37, heads: int = 16, kv_heads: int = 4, head_dim: int = 64
 ) -> dict:
     """Ulysses on this rank's shard vs SDPA on the whole sequence, MHA (H_kv = H) and
-    GQA, causal and not; and the bytes it and the ring send, counted and by formula."""
+    GQA, causal and not, and USP on a (p/2) × 2 grid for GQA where p is even and at
+    least 4; and the bytes Ulysses and the ring send, counted and by formula."""
     rank, p = dist.get_rank(), dist.get_world_size()
     B, H, n, d, N = 2, heads, rows, head_dim, p * rows
     mine = slice(rank * n, (rank + 1) * n)  # contiguous shards
     gen = torch.Generator().manual_seed(0)  # the same full sequence on every rank
-    errors, traffic = [], []
+    grid = usp_groups(2) if p >= 4 and p % 2 == 0 else None  # Ulysses in pairs
+    errors, usp_errors, traffic = [], [], []
+
+    def worst(got, want, at, said) -> dict:
+        """The worst rank's |error| in O, dQ, dK, dV, against the oracle's rows at."""
+        errs = torch.stack([(a - b[:, :, at]).abs().max() for a, b in zip(got, want)])
+        dist.all_reduce(errs, op=dist.ReduceOp.MAX)
+        law(errs.max().item() < 1e-4, f"{said}: vs SDPA {errs.tolist()}")
+        return dict(zip(("O", "dQ", "dK", "dV"), errs.tolist()))
+
     for name, H_kv in (("MHA", H), ("GQA", kv_heads)):
         shapes = [(B, H, N, d), (B, H_kv, N, d), (B, H_kv, N, d), (B, H, N, d)]
         q, k, v, dO = (torch.randn(s, generator=gen).to(device()) for s in shapes)
@@ -249,16 +366,19 @@ def main(
                 *whole, is_causal=causal, enable_gqa=H_kv < H
             )
             want = [ref, *torch.autograd.grad(ref, whole, dO)]
-            errs = torch.stack(
-                [(a - b[:, :, mine]).abs().max() for a, b in zip(got, want)]
-            )
-            dist.all_reduce(errs, op=dist.ReduceOp.MAX)  # the worst rank's
-            said = f"{name} causal={causal}: vs SDPA {errs.tolist()}"
-            law(errs.max().item() < 1e-4, said)
-            errors.append(
-                {"heads": f"{name} {H}/{H_kv}", "causal": causal}
-                | dict(zip(("O", "dQ", "dK", "dV"), errs.tolist()))
-            )
+            row = {"heads": f"{name} {H}/{H_kv}", "causal": causal}
+            said = f"{name} causal={causal}"
+            errors.append(row | worst(got, want, mine, said))
+            if grid and H_kv < H:  # USP against the same oracle, at its positions
+                u_group, r_group = grid
+                at = usp_positions(
+                    N, dist.get_rank(r_group), p // 2, dist.get_rank(u_group), 2, causal
+                ).to(device())
+                shard = [t[:, :, at].requires_grad_() for t in (q, k, v)]
+                out = usp_attention(*shard, u_group, r_group, causal=causal)
+                got = [out, *torch.autograd.grad(out, shard, dO[:, :, at])]
+                usp = worst(got, want, at, f"USP {said}")
+                usp_errors.append({"r × u": f"{p // 2} × 2"} | row | usp)
         counts = {"ulysses": sent}  # from the causal run; the mask moves nothing
         if H_kv == H:  # the project's ring takes q and k of one shape (MHA)
             shards = (t[:, :, mine] for t in (q, k, v, dO))
@@ -275,10 +395,12 @@ def main(
             )
     print0(f"Ulysses on {p} ranks, B={B} N={N} (n={n} a rank) d={d}, fp32")
     print0("vs SDPA on the gathered sequence, max |error|:")
-    for r in errors:
+    labelled = [("Ulysses", r) for r in errors]
+    labelled += [(f"USP {r['r × u']}", r) for r in usp_errors]
+    for how, r in labelled:
         print0(
-            f"  {r['heads']:<9} causal={r['causal']!s:<5}  O {r['O']:.1e}  "
-            f"dQ {r['dQ']:.1e}  dK {r['dK']:.1e}  dV {r['dV']:.1e}"
+            f"  {how:<9} {r['heads']:<9} causal={r['causal']!s:<5}  "
+            f"O {r['O']:.1e}  dQ {r['dQ']:.1e}  dK {r['dK']:.1e}  dV {r['dV']:.1e}"
         )
     print0("bytes one rank sends (forward, backward):")
     for r in traffic:
@@ -286,7 +408,8 @@ def main(
             f"  {r['heads']:<9} {r['method']:<8} {r['forward']:>10,} "
             f"{r['backward']:>10,}  counted: {r['counted at the calls']}"
         )
-    return {"tables": {"errors": errors, "bytes": traffic}}
+    usp_table = {"usp": usp_errors} if grid else {}  # the note shows a 2 × 2 grid
+    return {"tables": {"errors": errors, "bytes": traffic} | usp_table}
 
 
 if __name__ == "__main__":

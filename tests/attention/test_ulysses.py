@@ -1,11 +1,14 @@
 """Ulysses attention against SDPA in fp64 on the whole sequence (GQA by SDPA's own
 ``enable_gqa``), forward and backward, causal and not, MHA and GQA, on 2 and 4 gloo
-ranks (one launch each) and on two sub-groups at once; its one-line refusals; and the
-bytes it and the ring send, tallied at the Python API by this file's own wrappers,
-against the module's formulas and its dispatch-level count."""
+ranks (one launch each) and on two sub-groups at once; USP on a 2 × 2 grid of the 4
+ranks, and on the transposed grid, against the same oracle at the positions
+``usp_positions`` gives, whose layout is checked here by hand; the one-line refusals;
+and the bytes Ulysses and the ring send, tallied at the Python API by this file's own
+wrappers, against the module's formulas and its dispatch-level count."""
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -49,6 +52,32 @@ def _against_sdpa(seed, B, H, H_kv, n, d, causal, dtype, group=None) -> float:
     )
     peak = torch.tensor(worst)
     dist.all_reduce(peak, op=dist.ReduceOp.MAX, group=group)
+    return peak.item()
+
+
+def _usp_against_sdpa(seed, B, H, H_kv, n, d, causal, grid) -> float:
+    """USP on ``grid`` = (Ulysses group, ring group) vs SDPA in fp64 on the whole
+    sequence, compared at this rank's positions; the largest |error| over O, dQ, dK,
+    dV on any rank of the world."""
+    u_group, r_group = grid
+    u, r = dist.get_world_size(u_group), dist.get_world_size(r_group)
+    N = r * u * n
+    g = torch.Generator().manual_seed(seed)
+    shapes = [(B, H, N, d), *[(B, H_kv, N, d)] * 2, (B, H, N, d)]
+    full = [torch.randn(s, generator=g, dtype=F64) for s in shapes]
+    at = U.usp_positions(
+        N, dist.get_rank(r_group), r, dist.get_rank(u_group), u, causal
+    )
+    qkv = [t[:, :, at].requires_grad_() for t in full[:3]]
+    out = U.usp_attention(*qkv, u_group, r_group, causal=causal)
+    assert out.shape == qkv[0].shape
+    ours = [out, *torch.autograd.grad(out, qkv, full[3][:, :, at])]
+    ref_in = [t.clone().requires_grad_() for t in full[:3]]
+    ref = F.scaled_dot_product_attention(*ref_in, is_causal=causal, enable_gqa=True)
+    theirs = [ref, *torch.autograd.grad(ref, ref_in, full[3])]
+    worst = max((a - b[:, :, at]).abs().max().item() for a, b in zip(ours, theirs))
+    peak = torch.tensor(worst)
+    dist.all_reduce(peak, op=dist.ReduceOp.MAX)
     return peak.item()
 
 
@@ -106,10 +135,25 @@ def _refusal(H: int, H_kv: int) -> str:
     return "no refusal"
 
 
+def _usp_refusals(grid) -> list[str]:
+    """USP with u = 2 and H_kv = 3, then a Ulysses size of 3 for 4 ranks: both must
+    refuse before any rank sends (else the others would wait)."""
+    q, kv = torch.zeros(1, 6, 2, 32), torch.zeros(1, 3, 2, 32)
+    said = []
+    for attempt in (lambda: U.usp_attention(q, kv, kv, *grid), lambda: U.usp_groups(3)):
+        try:
+            attempt()
+        except UsageError as exc:
+            said.append(str(exc))
+        else:
+            said.append("no refusal")
+    return said
+
+
 def _all_checks() -> dict:
     """Every case of one world size, in one launch."""
     p = dist.get_world_size()
-    errors = {}
+    errors, usp = {}, None
     for causal in (False, True):
         for name, args, dtype, tol in (
             ("MHA fp64", (1, 4, 4, 5, 8), F64, 1e-12),
@@ -125,6 +169,21 @@ def _all_checks() -> dict:
         mine = pairs[dist.get_rank() % 2]
         err = _against_sdpa(dist.get_rank() % 2, 1, 6, 2, 5, 8, True, F64, mine)
         errors["sub-group GQA 6/2"] = (err, 1e-12)
+        grid = U.usp_groups(2)  # Ulysses {0, 1}, {2, 3}; rings {0, 2}, {1, 3}
+        for causal in (False, True):
+            for name, H, H_kv in (("MHA 4/4", 4, 4), ("GQA 6/2", 6, 2)):
+                err = _usp_against_sdpa(H, 2, H, H_kv, 3, 32, causal, grid)
+                errors[f"USP 2×2 {name} causal={causal}"] = (err, 1e-12)
+        # the transposed grid: Ulysses on the pairs above, rings {0, 1}, {2, 3}
+        rings = [dist.new_group([0, 1], timeout=timedelta(seconds=60)),
+                 dist.new_group([2, 3], timeout=timedelta(seconds=60))]  # fmt: skip
+        transposed = (mine, rings[dist.get_rank() // 2])
+        err = _usp_against_sdpa(9, 1, 6, 2, 1, 32, True, transposed)
+        errors["USP transposed GQA 6/2 causal, one row a rank"] = (err, 1e-12)
+        usp = {
+            "grid": [dist.get_process_group_ranks(g) for g in grid],
+            "refusals": _usp_refusals(grid),
+        }
     traffic = {
         f"{m} {H}/{H_kv} {dtype}": _traffic(m, 2, H, H_kv, 3, 32, dtype)
         for m, H, H_kv, dtype in (
@@ -140,7 +199,7 @@ def _all_checks() -> dict:
     refusals = [_refusal(H, H_kv), _refusal(6, 4)]
     result = U.main(rows=5, heads=8, kv_heads=4, head_dim=32)
     return {"errors": errors, "traffic": traffic, "refusals": refusals,
-            "main": result}  # fmt: skip
+            "main": result, "usp": usp}  # fmt: skip
 
 
 @pytest.fixture(scope="module", params=[2, 4])
@@ -172,12 +231,55 @@ def test_p_must_divide_the_kv_heads(checked) -> None:
     assert "not a multiple of H_kv = 4" in multiple and "\n" not in multiple
 
 
+def test_usp_groups_and_refusals(checked) -> None:
+    p, results = checked
+    if p != 4:
+        pytest.skip("USP's 2 × 2 grid needs 4 ranks")
+    for rank, r in enumerate(results):  # rank = ring rank · 2 + Ulysses rank
+        ulysses, ring = [rank - rank % 2, rank - rank % 2 + 1], [rank % 2, rank % 2 + 2]
+        assert r["usp"]["grid"] == [ulysses, ring], rank
+    heads, groups = results[0]["usp"]["refusals"]
+    assert "u = 2 ranks must divide H_kv = 3" in heads and "\n" not in heads
+    assert "u = 3 must divide the p = 4 ranks" in groups and "\n" not in groups
+
+
+@pytest.mark.parametrize(
+    "r,u,causal,held",
+    [(2, 2, False, [[0, 1], [2, 3], [4, 5], [6, 7]]),
+     # causal: ring rank 0 holds zig-zag chunks 0 and 3 of 4, [0, 1, 6, 7], and its
+     # two Ulysses ranks one each; ring rank 1 holds chunks 1 and 2
+     (2, 2, True, [[0, 1], [6, 7], [2, 3], [4, 5]]),
+     (2, 4, True, [[0], [1], [6], [7], [2], [3], [4], [5]]),
+     (4, 1, True, [[0, 7], [1, 6], [2, 5], [3, 4]]),
+     (1, 4, True, [[0, 1], [2, 3], [4, 5], [6, 7]])],
+)  # fmt: skip
+def test_usp_positions_by_hand(r, u, causal, held) -> None:
+    """Rank g = ring_rank·u + Ulysses rank, as ``usp_groups`` numbers them; N = 8."""
+    got = [
+        U.usp_positions(8, g // u, r, g % u, u, causal).tolist() for g in range(r * u)
+    ]
+    assert got == held
+
+
+def test_usp_positions_refuse_a_length_the_grid_cannot_cut() -> None:
+    with pytest.raises(ValueError, match=re.escape("2 × 3 grid needs r·u | N")):
+        U.usp_positions(10, 0, 2, 0, 3, False)
+    with pytest.raises(ValueError, match="got N = 6"):
+        U.usp_positions(6, 0, 2, 0, 3, True)  # r·u = 6 | 6, but 2r = 4 does not
+
+
 def test_main_reports_errors_and_bytes(checked) -> None:
-    _, results = checked
+    p, results = checked
     tables = results[0]["main"]["tables"]
     assert [(r["heads"], r["causal"]) for r in tables["errors"]] == [
         (h, c) for h in ("MHA 8/8", "GQA 8/4") for c in (False, True)
     ]
+    if p == 4:
+        assert [(r["r × u"], r["heads"], r["causal"]) for r in tables["usp"]] == [
+            ("2 × 2", "GQA 8/4", c) for c in (False, True)
+        ]
+    else:
+        assert "usp" not in tables
     marks = [(r["method"], r["counted at the calls"]) for r in tables["bytes"]]
     assert marks == [("ulysses", "= formula ✓"), ("ring", "= formula ✓"),
                      ("ulysses", "= formula ✓"), ("ring", "—")]  # fmt: skip
